@@ -1,0 +1,35 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Both create .venv when it is missing and install what they need.
+# GPU users: `make TF_WHEEL=tensorflow demo` installs the GPU-capable wheel.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TF_WHEEL ?= tensorflow-cpu
+TF_VERSION := 2.21.0
+PYTEST_ARGS ?=
+
+.PHONY: install test test-slow demo clean
+
+$(VENV)/.installed: setup.py Makefile
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TF_WHEEL)==$(TF_VERSION)"
+	# tf-keras names `tensorflow` as a dependency; with tensorflow-cpu that would
+	# install a second, shadowing TensorFlow wheel, so it goes in without deps.
+	$(PY) -m pip install -q --no-deps "tf-keras==$(TF_VERSION)"
+	$(PY) -m pip install -q -e ".[test,plots]"
+	touch $@
+
+install: $(VENV)/.installed
+
+test: install
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS) tests
+
+test-slow: install
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS) tests
+
+demo: install
+	$(PY) scripts/demo.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache
