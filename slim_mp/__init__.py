@@ -8,4 +8,10 @@ from slim_mp import compat as _compat
 
 _compat.install()
 
+from slim_mp.op_classes import BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses  # noqa: E402
+from slim_mp.report import RewriteReport  # noqa: E402
+from slim_mp.rewrite import rewrite  # noqa: E402
+
 __version__ = "0.1.0"
+
+__all__ = ["rewrite", "RewriteReport", "OpClasses", "FLOAT16_CLASSES", "BFLOAT16_CLASSES"]

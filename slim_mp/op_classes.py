@@ -1,0 +1,136 @@
+"""Which TensorFlow op types run in low precision: the pass's tables, kept as plain data.
+
+Four classes, as in grappler's auto mixed precision (see README, "How the pass decides"):
+
+* ``allow`` — always low precision: the ops tensor cores / AMX exist for.
+* ``infer`` — low precision when fed by low-precision producers, unless tainted by a ``deny`` op upstream.
+* ``clear`` — numerically neutral (movement, selection, relu, max-pool): follow their neighbours.
+* ``deny``  — always float32 (range- or accuracy-sensitive); their float32 result taints downstream infer ops.
+
+Op types in no class stay float32 and are listed in the report as "unlisted", so a newcomer can
+classify them by editing the sets below. float16 and bfloat16 have separate tables: bfloat16 has
+float32's exponent range, so reductions, logs and reciprocals are safe there but not in float16.
+Every name here must be a registered TensorFlow op (a test checks it).
+"""
+
+import dataclasses
+import difflib
+from typing import Dict, FrozenSet, Iterable, Mapping
+
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+
+CLASS_NAMES = ("allow", "infer", "clear", "deny")
+
+_ALLOW_BOTH = {
+    "BatchMatMul", "BatchMatMulV2", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "Conv3D",
+    "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2", "DepthwiseConv2dNative",
+    "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput", "Einsum", "MatMul",
+}
+# Recurrent kernels are fast in float16 on GPUs only (cuDNN); oneDNN has no bfloat16 version of them.
+_ALLOW_FP16_ONLY = {
+    "BlockLSTM", "BlockLSTMV2", "CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "GRUBlockCell", "LSTMBlockCell",
+}
+
+_INFER_BOTH = {
+    "Add", "AddN", "AddV2", "AvgPool", "AvgPool3D", "BiasAdd", "BiasAddV1", "Elu", "Erf", "Erfc", "FloorDiv",
+    "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "LeakyRelu", "Mul", "RealDiv", "Selu",
+    "Sigmoid", "Softmax", "Softplus", "Softsign", "Sqrt", "Sub", "Tanh",
+}
+# Safe with bfloat16's 8-bit exponent, overflow- or underflow-prone with float16's 5-bit one.
+_RANGE_SENSITIVE = {
+    "Inv", "Log", "Log1p", "LogSoftmax", "Mean", "Prod", "Reciprocal", "Rsqrt", "Square",
+    "SquaredDifference", "Sum",
+}
+
+_DENY_BOTH = {
+    "Exp", "Expm1", "L2Loss", "Pow", "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
+}
+
+_CLEAR_BOTH = {
+    "Abs", "ArgMax", "ArgMin", "BatchToSpaceND", "BroadcastTo", "Ceil", "CheckNumerics", "ClipByValue",
+    "Concat", "ConcatV2", "DepthToSpace", "EnsureShape", "Equal", "ExpandDims", "Fill", "Floor", "Gather",
+    "GatherNd", "GatherV2", "Greater", "GreaterEqual", "Identity", "IdentityN", "IsFinite", "IsInf",
+    "IsNan", "Less", "LessEqual", "Max", "MaxPool", "MaxPool3D", "MaxPoolV2", "Maximum", "Min", "Minimum",
+    "MirrorPad", "Neg", "NotEqual", "OnesLike", "Pack", "Pad", "PadV2", "PreventGradient", "Relu", "Relu6",
+    "Reshape", "ResizeNearestNeighbor", "ReverseV2", "Round", "Select", "SelectV2", "Shape", "ShapeN",
+    "Sign", "Size", "Slice", "Snapshot", "SpaceToBatchND", "SpaceToDepth", "Split", "SplitV", "Squeeze",
+    "StopGradient", "StridedSlice", "Tile", "TopKV2", "Transpose", "Unpack", "ZerosLike",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class OpClasses:
+    """The four op-type sets the painter reads; build variants with ``with_overrides``."""
+
+    allow: FrozenSet[str]
+    infer: FrozenSet[str]
+    clear: FrozenSet[str]
+    deny: FrozenSet[str]
+
+    def class_of(self, op_type: str) -> str:
+        """``allow``/``infer``/``clear``/``deny``, or ``unlisted``."""
+        for name in CLASS_NAMES:
+            if op_type in getattr(self, name):
+                return name
+        return "unlisted"
+
+    def with_overrides(self, overrides: Mapping[str, Iterable[str]], remove: Iterable[str] = ()) -> "OpClasses":
+        """Move the listed op types into the named classes; ``remove`` makes op types unlisted (float32).
+
+        ``overrides`` maps a class name to op types, e.g. ``{"deny": ["Softmax"]}``. Unknown op
+        types and an op type named for two classes are ValueErrors.
+        """
+        requested: Dict[str, str] = {}
+        for class_name, op_types in overrides.items():
+            if class_name not in CLASS_NAMES:
+                raise ValueError(f"Unknown op class {class_name!r}; use one of {', '.join(CLASS_NAMES)}.")
+            for op_type in op_types:
+                check_op_type(op_type)
+                if op_type in requested and requested[op_type] != class_name:
+                    raise ValueError(
+                        f"Op type {op_type!r} is listed as both {requested[op_type]!r} and {class_name!r}; "
+                        "keep it in one class."
+                    )
+                requested[op_type] = class_name
+        removed = set(remove)
+        for op_type in removed:
+            check_op_type(op_type)
+            if op_type in requested:
+                raise ValueError(f"Op type {op_type!r} is both added to {requested[op_type]!r} and removed.")
+        moved = set(requested) | removed
+        sets = {
+            name: (set(getattr(self, name)) - moved) | {t for t, c in requested.items() if c == name}
+            for name in CLASS_NAMES
+        }
+        return OpClasses(**{name: frozenset(values) for name, values in sets.items()})
+
+
+def check_op_type(op_type: str) -> None:
+    """Raise a ValueError naming close matches unless ``op_type`` is a registered TensorFlow op."""
+    if op_def_registry.get(op_type) is not None:
+        return
+    known = list(_ALLOW_BOTH | _ALLOW_FP16_ONLY | _INFER_BOTH | _RANGE_SENSITIVE | _DENY_BOTH | _CLEAR_BOTH)
+    close = difflib.get_close_matches(op_type, known, n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise ValueError(f"Unknown TensorFlow op type {op_type!r} in the mixed-precision op lists.{hint}")
+
+
+FLOAT16_CLASSES = OpClasses(
+    allow=frozenset(_ALLOW_BOTH | _ALLOW_FP16_ONLY),
+    infer=frozenset(_INFER_BOTH),
+    clear=frozenset(_CLEAR_BOTH | {"OneHot"}),
+    deny=frozenset(_DENY_BOTH | _RANGE_SENSITIVE),
+)
+
+BFLOAT16_CLASSES = OpClasses(
+    allow=frozenset(_ALLOW_BOTH),
+    infer=frozenset(_INFER_BOTH | _RANGE_SENSITIVE),
+    clear=frozenset(_CLEAR_BOTH),
+    deny=frozenset(_DENY_BOTH),
+)
+
+
+def default_classes(precision: tf.DType) -> OpClasses:
+    """The default table for ``tf.float16`` or ``tf.bfloat16``."""
+    return FLOAT16_CLASSES if precision == tf.float16 else BFLOAT16_CLASSES

@@ -1,0 +1,215 @@
+"""Decide, per op, whether it runs in low precision: the painting step of the pass.
+
+Every op of the region gets a colour, low or float32, and a reason. Rules, in order:
+
+Sources (constants, placeholders, variable reads) are never painted: casts go after them.
+
+1. Fixed float32: ops inside TF1 control flow,
+   ops under a keep-float32 name scope, ``deny`` and unlisted op types, and ops whose definition
+   or kernels on the target device have no low-precision variant.
+2. ``allow`` ops are low.
+3. Deny taint: walking downstream from each ``deny`` op, infer ops (and clear ops that lead into an
+   infer or deny op) are tainted and stay float32: their inputs may exceed the low type's range.
+4. Until nothing changes: infer/clear ops on a path between low ops become low; an infer op with a
+   low producer and no tainted producer becomes low; a clear op next to a low op becomes low; an
+   existing Cast from an integer/bool type to float32 whose consumers are all low is retargeted.
+
+Casts then sit only where a low op meets a float32 one (see ``rebuild``).
+"""
+
+import collections
+import dataclasses
+from typing import Dict, Iterable, List, Sequence, Set, Tuple
+
+import tensorflow as tf
+
+from slim_mp.op_classes import OpClasses
+from slim_mp.op_ports import OpPorts, has_kernel, op_def_allows, op_ports
+from slim_mp.select import Region
+
+SOURCE_OP_TYPES = frozenset({
+    "Const", "Placeholder", "PlaceholderWithDefault", "ReadVariableOp", "ResourceGather", "VariableV2",
+    "Variable", "VarHandleOp", "IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue",
+})
+
+LOW, FLOAT32 = "low", "float32"
+
+
+@dataclasses.dataclass
+class Decision:
+    """The colour of one op with float32 data, and why."""
+
+    op: tf.Operation
+    op_class: str
+    colour: str
+    reason: str
+    ports: OpPorts
+
+
+@dataclasses.dataclass
+class PaintConfig:
+    """What the painter needs besides the graph."""
+
+    precision: tf.DType
+    classes: OpClasses
+    keep_fp32_scopes: Sequence[str]
+    device_type: str
+
+
+def _is_variable_read(op: tf.Operation) -> bool:
+    return op.type == "Identity" and op.inputs[0].dtype._is_ref_dtype
+
+
+def _fixed_reason(op: tf.Operation, op_class: str, ports: OpPorts, config: PaintConfig) -> str:
+    """Why ``op`` must stay float32, or "" if it may be painted."""
+    if op._get_control_flow_context() is not None:
+        return "inside TF1 control flow (tf.while_loop/tf.cond): left float32, cast at the border"
+    for scope in config.keep_fp32_scopes:
+        if op.name == scope or op.name.startswith(scope.rstrip("/") + "/"):
+            return f"under keep-float32 scope {scope!r}"
+    if op_class == "deny":
+        return "deny list"
+    if op_class == "unlisted":
+        return "unlisted op type"
+    if not op_def_allows(op.type, ports.data_attrs, config.precision):
+        return f"op definition has no {config.precision.name} variant"
+    if not has_kernel(op.type, ports.data_attrs, config.precision, config.device_type):
+        return f"no {config.precision.name} kernel on {config.device_type}"
+    return ""
+
+
+def _is_int_to_float_cast(op: tf.Operation) -> bool:
+    return (
+        op.type == "Cast"
+        and op.get_attr("DstT") == tf.float32
+        and not tf.dtypes.as_dtype(op.get_attr("SrcT")).is_floating
+        and op._get_control_flow_context() is None
+    )
+
+
+class _DataEdges:
+    """Float32 data edges between ops of the region: producer output port -> consumer data input port."""
+
+    def __init__(self, region: Region, ports: Dict[tf.Operation, OpPorts]):
+        self.producers: Dict[tf.Operation, List[tf.Operation]] = collections.defaultdict(list)
+        self.consumers: Dict[tf.Operation, List[tf.Operation]] = collections.defaultdict(list)
+        for op in region.ops:
+            op_port = ports.get(op)
+            if op_port is None:
+                continue
+            for index, tensor in enumerate(op.inputs):
+                producer_ports = ports.get(tensor.op)
+                if not op_port.data_inputs[index] or producer_ports is None:
+                    continue
+                if producer_ports.data_outputs[tensor.value_index]:
+                    self.producers[op].append(tensor.op)
+                    self.consumers[tensor.op].append(op)
+
+
+def _walk(starts: Iterable[tf.Operation], neighbours: Dict, allowed: Set[tf.Operation]) -> Set[tf.Operation]:
+    """Ops of ``allowed`` reachable from ``starts`` (excluded) along ``neighbours``."""
+    seen: Set[tf.Operation] = set()
+    queue = collections.deque(starts)
+    while queue:
+        for nxt in neighbours.get(queue.popleft(), ()):
+            if nxt in allowed and nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
+
+
+def _low_source_ports(op: tf.Operation, precision: tf.DType) -> OpPorts:
+    """Ports of an op that already produces ``precision`` (an earlier rewrite, or a user's cast)."""
+    outputs = tuple(t.dtype == precision for t in op.outputs)
+    return OpPorts(op.type, frozenset(), tuple(False for _ in op.inputs), outputs)
+
+
+def paint(region: Region, config: PaintConfig) -> Dict[tf.Operation, Decision]:
+    """Colour every op of ``region`` that has float32 data; see the module docstring for the rules."""
+    ports: Dict[tf.Operation, OpPorts] = {}
+    decisions: Dict[tf.Operation, Decision] = {}
+    already_low: Set[tf.Operation] = set()
+    for op in region.ops:
+        if any(t.dtype == config.precision for t in op.outputs):
+            ports[op] = _low_source_ports(op, config.precision)
+            already_low.add(op)
+            continue
+        op_port = op_ports(op)
+        if not op_port.has_float_data or op.type in SOURCE_OP_TYPES or _is_variable_read(op):
+            continue
+        ports[op] = op_port
+        if op.type == "Cast":
+            op_class = "cast"
+            reason = "" if _is_int_to_float_cast(op) else "existing float cast"
+        else:
+            op_class = config.classes.class_of(op.type)
+            reason = _fixed_reason(op, op_class, op_port, config)
+        decisions[op] = Decision(op, op_class, FLOAT32, reason, op_port)
+
+    edges = _DataEdges(region, ports)
+    free = {op for op, d in decisions.items() if not d.reason}
+    by_class: Dict[str, Set[tf.Operation]] = collections.defaultdict(set)
+    for op in free:
+        by_class[decisions[op].op_class].add(op)
+    deny_ops = {op for op, d in decisions.items() if d.op_class == "deny"}
+
+    # Deny taint, restricted to infer ops and to clear ops that lead into infer/deny ops.
+    leads_to_range_sensitive = _walk(by_class["infer"] | deny_ops, edges.producers, by_class["clear"])
+    taintable = by_class["infer"] | leads_to_range_sensitive
+    tainted = _walk(deny_ops, edges.consumers, taintable)
+    for op in tainted:
+        decisions[op].reason = "downstream of a deny op"
+
+    low = set(by_class["allow"]) | already_low
+    followers = (by_class["infer"] | by_class["clear"]) - tainted
+    unsafe_producers = tainted | deny_ops
+    changed = True
+    while changed:
+        before = len(low)
+        candidates = followers - low
+        between = _walk(low, edges.consumers, candidates) & _walk(low, edges.producers, candidates)
+        low |= between
+        for op in (by_class["infer"] - tainted) - low:
+            producers = edges.producers[op]
+            if any(p in low for p in producers) and not any(p in unsafe_producers for p in producers):
+                low.add(op)
+        for op in (by_class["clear"] - tainted) - low:
+            if any(p in low for p in edges.producers[op]) or any(c in low for c in edges.consumers[op]):
+                low.add(op)
+        for op in by_class["cast"] - low:
+            consumers = edges.consumers[op]
+            if consumers and all(c in low for c in consumers):
+                low.add(op)
+        changed = len(low) != before
+
+    for op, decision in decisions.items():
+        if op in low:
+            decision.colour = LOW
+            decision.reason = _low_reason(decision.op_class)
+        elif not decision.reason:
+            decision.reason = "no low-precision neighbour"
+    return decisions
+
+
+def _low_reason(op_class: str) -> str:
+    return {
+        "allow": "allow list",
+        "infer": "infer: fed by low-precision ops",
+        "clear": "clear: follows low-precision neighbours",
+        "cast": "existing cast retargeted: all consumers are low precision",
+    }[op_class]
+
+
+def low_ops(decisions: Dict[tf.Operation, Decision], region: Region) -> List[tf.Operation]:
+    """The ops painted low, in the region's topological order."""
+    return [op for op in region.ops if op in decisions and decisions[op].colour == LOW]
+
+
+def class_counts(decisions: Dict[tf.Operation, Decision]) -> Dict[str, Dict[str, Tuple[int, int]]]:
+    """Per class and op type: (ops converted, ops seen)."""
+    counts: Dict[str, Dict[str, List[int]]] = collections.defaultdict(lambda: collections.defaultdict(lambda: [0, 0]))
+    for decision in decisions.values():
+        entry = counts[decision.op_class][decision.op.type]
+        entry[1] += 1
+        entry[0] += decision.colour == LOW
+    return {c: {t: (v[0], v[1]) for t, v in sorted(types.items())} for c, types in sorted(counts.items())}
