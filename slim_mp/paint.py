@@ -4,7 +4,7 @@ Every op of the region gets a colour, low or float32, and a reason. Rules, in or
 
 Sources (constants, placeholders, variable reads) are never painted: casts go after them.
 
-1. Fixed float32: ops inside TF1 control flow,
+1. Fixed float32: ops inside TF1 control flow, function calls and functional loops/conds,
    ops under a keep-float32 name scope, ``deny`` and unlisted op types, and ops whose definition
    or kernels on the target device have no low-precision variant.
 2. ``allow`` ops are low.
@@ -30,6 +30,12 @@ from slim_mp.select import Region
 SOURCE_OP_TYPES = frozenset({
     "Const", "Placeholder", "PlaceholderWithDefault", "ReadVariableOp", "ResourceGather", "VariableV2",
     "Variable", "VarHandleOp", "IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue",
+})
+
+# Ops that run a function body the pass does not enter (TF2 control flow, function calls).
+FUNCTION_OP_TYPES = frozenset({
+    "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase", "PartitionedCall",
+    "StatefulPartitionedCall",
 })
 
 LOW, FLOAT32 = "low", "float32"
@@ -64,6 +70,8 @@ def _fixed_reason(op: tf.Operation, op_class: str, ports: OpPorts, config: Paint
     """Why ``op`` must stay float32, or "" if it may be painted."""
     if op._get_control_flow_context() is not None:
         return "inside TF1 control flow (tf.while_loop/tf.cond): left float32, cast at the border"
+    if op.type in FUNCTION_OP_TYPES:
+        return "function or functional control flow: its body is not rewritten, cast at the border"
     for scope in config.keep_fp32_scopes:
         if op.name == scope or op.name.startswith(scope.rstrip("/") + "/"):
             return f"under keep-float32 scope {scope!r}"

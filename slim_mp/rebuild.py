@@ -47,7 +47,7 @@ def _bytes_per_step(tensor: tf.Tensor, dtype: tf.DType) -> Optional[int]:
 
 
 def _cast_name(tensor: tf.Tensor, dtype: tf.DType) -> str:
-    port = f"_{tensor.value_index}" if tensor.value_index else ""
+    port = f"/out{tensor.value_index}" if tensor.value_index else ""
     return f"{tensor.op.name}{port}/CastTo{short_name(dtype).capitalize()}"
 
 

@@ -50,6 +50,7 @@ def rewrite(
     remove: Iterable[str] = (),
     keep_fp32_scopes: Iterable[str] = (),
     device_type: Optional[str] = None,
+    include_update_ops: bool = True,
     dry_run: bool = False,
 ) -> RewriteReport:
     """Rewrite, in place, the part of the graph that computes ``fetches`` to run in low precision.
@@ -58,7 +59,10 @@ def rewrite(
     pass then inherits the low precision. Variables stay float32 (master weights); their reads are
     cast once. ``allow``/``infer``/``clear``/``deny`` move op types into that class, ``remove`` makes
     op types unlisted (float32), ``keep_fp32_scopes`` keeps every op under those name scopes in
-    float32. ``dry_run=True`` returns the plan and leaves the graph untouched.
+    float32. The graph's ``UPDATE_OPS`` (batch-norm moving averages) run with every train step, so
+    what they compute is rewritten too unless ``include_update_ops=False`` (e.g. an auxiliary head
+    outside the loss). ``device_type`` (``CPU``/``GPU``) is where unplaced ops run, detected by
+    default. ``dry_run=True`` returns the plan and leaves the graph untouched.
 
     Example::
 
@@ -79,6 +83,9 @@ def rewrite(
     if device not in ("CPU", "GPU"):
         raise ValueError(f"device_type={device_type!r} is not supported; use 'CPU' or 'GPU'.")
     region = select_region(fetches)
+    update_ops = region.graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
+    if include_update_ops and update_ops:
+        region = select_region([fetches, update_ops])
     decisions = paint(region, PaintConfig(dtype, classes, list(keep_fp32_scopes), device))
     low = low_ops(decisions, region)
     _check_before_gradients(low)

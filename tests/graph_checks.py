@@ -1,0 +1,37 @@
+"""Small graph inspection helpers for tests (independent of the code under test)."""
+
+from typing import Iterable, List
+
+import tensorflow as tf
+
+MATH_OP_TYPES = frozenset({
+    "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "DepthwiseConv2dNative",
+    "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter", "MatMul", "BatchMatMulV2",
+    "Conv3D", "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2",
+})
+
+
+def reachable_ops(fetches) -> List[tf.Operation]:
+    """Every op that running ``fetches`` executes (data and control inputs, transitively)."""
+    roots = [f if isinstance(f, tf.Operation) else f.op for f in tf.nest.flatten(fetches)]
+    seen, stack = set(), list(roots)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return sorted(seen, key=lambda op: op.name)
+
+
+def float32_math_ops(ops: Iterable[tf.Operation]) -> List[str]:
+    """Names of conv/matmul-class ops (forward or backward) that still compute in float32."""
+    return [
+        op.name for op in ops
+        if op.type in MATH_OP_TYPES and op.outputs[0].dtype == tf.float32
+    ]
+
+
+def ops_of_type(ops: Iterable[tf.Operation], op_type: str) -> List[tf.Operation]:
+    return [op for op in ops if op.type == op_type]

@@ -1,0 +1,121 @@
+"""The graph pass on the networks tf_slim ships: low-precision train steps, fp32 masters, numerics."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_slim as slim
+from tf_slim.nets import alexnet, inception, overfeat, resnet_v1, resnet_v2, vgg
+
+import slim_mp
+from graph_checks import float32_math_ops, reachable_ops
+
+# name -> (network fn, arg scope fn, image size used for build-only checks)
+NETS = {
+    "alexnet_v2": (alexnet.alexnet_v2, alexnet.alexnet_v2_arg_scope, 224),
+    "overfeat": (overfeat.overfeat, overfeat.overfeat_arg_scope, 231),
+    "vgg_a": (vgg.vgg_a, vgg.vgg_arg_scope, 224),
+    "vgg_16": (vgg.vgg_16, vgg.vgg_arg_scope, 224),
+    "inception_v1": (inception.inception_v1, inception.inception_v3_arg_scope, 224),
+    "inception_v2": (inception.inception_v2, inception.inception_v3_arg_scope, 224),
+    "inception_v3": (inception.inception_v3, inception.inception_v3_arg_scope, 299),
+    "resnet_v1_50": (resnet_v1.resnet_v1_50, resnet_v1.resnet_arg_scope, 224),
+    "resnet_v1_101": (resnet_v1.resnet_v1_101, resnet_v1.resnet_arg_scope, 224),
+    "resnet_v2_50": (resnet_v2.resnet_v2_50, resnet_v2.resnet_arg_scope, 224),
+}
+PRECISIONS = ["bfloat16", "float16"]
+
+
+def _build(name, images, labels, num_classes=10, is_training=True):
+    network_fn, arg_scope_fn, _ = NETS[name]
+    with slim.arg_scope(arg_scope_fn()):
+        logits, _ = network_fn(images, num_classes=num_classes, is_training=is_training)
+    logits = tf.reshape(logits, [-1, num_classes])
+    tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    return logits, tf.compat.v1.losses.get_total_loss()
+
+
+def _train_op(loss, learning_rate=0.01):
+    optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate, 0.9)
+    with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
+        return optimizer.minimize(loss)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("name", sorted(NETS))
+def test_train_step_has_no_float32_math_and_float32_masters(name, precision):
+    size = NETS[name][2]
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, size, size, 3])
+        labels = tf.compat.v1.placeholder(tf.int64, [1])
+        _, loss = _build(name, images, labels)
+        before = [(v.name, v.shape.as_list()) for v in tf.compat.v1.global_variables()]
+        report = slim_mp.rewrite(loss, precision, device_type="CPU")
+        train_op = _train_op(loss)
+    assert report.ops_converted > 0 and not report.unlisted_op_types.get("Conv2D")
+    assert not float32_math_ops(reachable_ops(train_op))
+    with graph.as_default():
+        model_vars = [(v.name, v.shape.as_list()) for v in tf.compat.v1.global_variables()][:len(before)]
+        assert all(v.dtype.base_dtype == tf.float32 for v in tf.compat.v1.global_variables())
+    assert model_vars == before
+
+
+def _run_resnet(precision, checkpoint, steps, is_training, seed=0):
+    """Restore ``checkpoint`` into resnet_v1_50 (64 px), run ``steps`` train steps; return logits, losses."""
+    rng = np.random.RandomState(seed)
+    feed_images = rng.rand(4, 64, 64, 3).astype(np.float32)
+    feed_labels = rng.randint(0, 10, size=[4])
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [4, 64, 64, 3])
+        labels = tf.compat.v1.placeholder(tf.int64, [4])
+        logits, loss = _build("resnet_v1_50", images, labels, is_training=is_training)
+        saver = tf.compat.v1.train.Saver()
+        if precision != "float32":
+            logits = slim_mp.rewrite(loss, precision, device_type="CPU").remap(logits)
+        train_op = _train_op(loss, learning_rate=0.002) if steps else tf.no_op()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())  # optimizer slots
+            saver.restore(session, checkpoint)
+            restored = session.run(tf.compat.v1.trainable_variables()[:3])
+            feed = {images: feed_images, labels: feed_labels}
+            first_logits = session.run(logits, feed)
+            losses = [session.run([loss, train_op], feed)[0] for _ in range(steps)]
+    return restored, first_logits, losses
+
+
+@pytest.fixture(scope="module")
+def resnet_checkpoint(tmp_path_factory):
+    """An fp32 resnet_v1_50 checkpoint written by plain fp32 code (the 'pretrained' weights)."""
+    path = str(tmp_path_factory.mktemp("fp32") / "model.ckpt")
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(1)
+        _build("resnet_v1_50", tf.compat.v1.placeholder(tf.float32, [4, 64, 64, 3]),
+               tf.compat.v1.placeholder(tf.int64, [4]))
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            values = session.run(tf.compat.v1.trainable_variables()[:3])
+            tf.compat.v1.train.Saver().save(session, path)
+    return path, values
+
+
+@pytest.mark.parametrize("precision, tolerance", [("bfloat16", 0.1), ("float16", 0.02)])
+def test_fp32_checkpoint_restores_exactly_and_forward_matches(resnet_checkpoint, precision, tolerance):
+    path, saved = resnet_checkpoint
+    _, reference, _ = _run_resnet("float32", path, steps=0, is_training=False)
+    restored, mixed, _ = _run_resnet(precision, path, steps=0, is_training=False)
+    for expected, actual in zip(saved, restored):
+        np.testing.assert_array_equal(actual, expected)
+    # Max error relative to the largest logit; bfloat16 keeps 8 mantissa bits, float16 11, over 50 layers.
+    assert np.abs(mixed - reference).max() / np.abs(reference).max() < tolerance
+    assert (np.argmax(mixed, 1) == np.argmax(reference, 1)).mean() >= 0.75
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_few_steps_reduce_the_loss_like_float32(resnet_checkpoint, precision):
+    path, _ = resnet_checkpoint
+    _, _, reference = _run_resnet("float32", path, steps=6, is_training=True)
+    _, _, mixed = _run_resnet(precision, path, steps=6, is_training=True)
+    assert mixed[-1] < mixed[0]
+    assert abs(mixed[-1] - reference[-1]) < 0.25 * reference[0]
