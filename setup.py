@@ -24,7 +24,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["slim_mp", "slim_mp.*", "nets", "nets.*"]),
-    package_data={"slim_mp": ["data/*.npz", "data/*.txt"]},
+    package_data={"slim_mp": ["datasets/data/*.npz", "datasets/data/*.txt", "datasets/data/*.md"]},
     install_requires=[
         "tf-slim==1.1.0",
         "absl-py>=2.1",

@@ -1,0 +1,6 @@
+"""Data sets for slim_mp training: TF-Slim's official TFRecord sets, converted image folders, bundled Fashion-MNIST."""
+
+from slim_mp.datasets.dataset_factory import DATASET_NAMES, DatasetSpec, get_dataset
+from slim_mp.datasets.image_folder import ConversionSummary, convert_image_folder
+
+__all__ = ["DATASET_NAMES", "DatasetSpec", "ConversionSummary", "convert_image_folder", "get_dataset"]

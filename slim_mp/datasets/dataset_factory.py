@@ -1,0 +1,162 @@
+"""``get_dataset``: one entry point for every data set the training script accepts.
+
+Official TF-Slim data sets read the TFRecord files their official converters
+write; ``image_folder`` reads what ``scripts/convert_image_folder.py``
+writes; ``fashion_mnist`` needs no files at all (the package bundles a
+10k / 2k subset) but reads the original IDX files when given a folder.
+"""
+
+import contextlib
+import dataclasses
+import functools
+import glob
+import os
+from typing import Callable, ContextManager, Mapping, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from slim_mp.datasets import fashion_mnist, labels_file, tfrecord_reader
+from slim_mp.datasets import image_folder_metadata as metadata
+from slim_mp.datasets.official import OFFICIAL_DATASETS
+from slim_mp.datasets.tfrecord_format import ImageShape
+
+DatasetReader = Callable[[bool, Optional[int]], tf.data.Dataset]
+
+IMAGE_FOLDER = "image_folder"
+FASHION_MNIST = "fashion_mnist"
+DATASET_NAMES = tuple(sorted([*OFFICIAL_DATASETS, IMAGE_FOLDER, FASHION_MNIST]))
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """One split of one data set: its size, classes, image shape and how to read it.
+
+    ``image_shape`` is ``(height, width, channels)`` with None where images
+    vary; ``files`` lists the TFRecord files read (empty for in-memory data).
+    """
+
+    name: str
+    split: str
+    num_samples: int
+    num_classes: int
+    labels_to_names: Mapping[int, str]
+    image_shape: ImageShape
+    files: tuple[str, ...]
+    reader: DatasetReader = dataclasses.field(repr=False, compare=False)
+
+    def make_dataset(self, shuffle_files: bool = False, seed: Optional[int] = None) -> tf.data.Dataset:
+        """Return a dataset of ``(image uint8 [H, W, C], label int64)`` pairs, one pass over the split."""
+        return self.reader(shuffle_files, seed)
+
+    def read_errors(self) -> ContextManager[None]:
+        """Context manager for the loop that consumes the dataset: read failures name the file at fault."""
+        if not self.files:
+            return contextlib.nullcontext()
+        return tfrecord_reader.named_read_errors(self.files, self.name)
+
+
+def _check_split(name: str, split_name: str, split_names: list[str]) -> None:
+    if split_name not in split_names:
+        raise ValueError(
+            f"dataset '{name}' has no split '{split_name}'; "
+            f"set --dataset_split_name to one of {', '.join(split_names)}."
+        )
+
+
+def _check_dataset_dir(name: str, dataset_dir: Optional[str]) -> str:
+    if not dataset_dir:
+        raise ValueError(f"dataset '{name}' is read from files; set --dataset_dir to the folder its converter wrote.")
+    if not os.path.isdir(dataset_dir):
+        raise ValueError(f"--dataset_dir={dataset_dir} is not an existing folder; fix --dataset_dir for '{name}'.")
+    return dataset_dir
+
+
+def _find_files(name: str, dataset_dir: str, pattern: str, converter: str) -> tuple[str, ...]:
+    files = tuple(sorted(glob.glob(os.path.join(dataset_dir, pattern))))
+    if not files:
+        raise ValueError(
+            f"no files match {os.path.join(dataset_dir, pattern)} in --dataset_dir={dataset_dir}; "
+            f"run {converter} or fix --dataset_dir."
+        )
+    return files
+
+
+def _tfrecord_spec(
+    name: str, split_name: str, num_samples: int, labels_to_names: Mapping[int, str],
+    num_classes: int, image_shape: ImageShape, files: tuple[str, ...],
+) -> DatasetSpec:
+    reader = functools.partial(tfrecord_reader.read_tfrecords, files, image_shape)
+    return DatasetSpec(name, split_name, num_samples, num_classes, labels_to_names, image_shape, files, reader)
+
+
+def _official(name: str, split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
+    official = OFFICIAL_DATASETS[name]
+    _check_split(name, split_name, list(official.split_sizes))
+    dataset_dir = _check_dataset_dir(name, dataset_dir)
+    files = _find_files(name, dataset_dir, official.file_pattern.format(split=split_name), f"the {name} converter")
+    labels_to_names = labels_file.read_labels(dataset_dir) or dict(enumerate(official.default_names))
+    return _tfrecord_spec(
+        name, split_name, official.split_sizes[split_name], labels_to_names,
+        official.num_classes, official.image_shape, files,
+    )
+
+
+def _image_folder(split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
+    dataset_dir = _check_dataset_dir(IMAGE_FOLDER, dataset_dir)
+    info = metadata.read_info(dataset_dir)
+    _check_split(IMAGE_FOLDER, split_name, list(info.splits))
+    split = info.splits[split_name]
+    converter = "scripts/convert_image_folder.py"
+    files = _find_files(IMAGE_FOLDER, dataset_dir, split.file_pattern, converter)
+    if len(files) != split.num_shards:
+        raise ValueError(
+            f"--dataset_dir={dataset_dir} holds {len(files)} files matching {split.file_pattern} but its "
+            f"{metadata.METADATA_FILENAME} lists {split.num_shards}; run {converter} again into a new folder."
+        )
+    height, width = info.image_size or (None, None)
+    return _tfrecord_spec(
+        IMAGE_FOLDER, split_name, split.num_samples, dict(enumerate(info.class_names)),
+        len(info.class_names), (height, width, info.channels), files,
+    )
+
+
+def _arrays_reader(images: np.ndarray, labels: np.ndarray) -> DatasetReader:
+    """Return a reader over in-memory arrays; ``shuffle_files`` has no files to shuffle and is ignored."""
+    pairs = (images[..., np.newaxis], labels.astype(np.int64))
+
+    def read(shuffle_files: bool, seed: Optional[int]) -> tf.data.Dataset:
+        del shuffle_files, seed
+        return tf.data.Dataset.from_tensor_slices(pairs)
+
+    return read
+
+
+def _fashion_mnist(split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
+    _check_split(FASHION_MNIST, split_name, list(fashion_mnist.BUNDLED_SPLIT_SIZES))
+    if dataset_dir:
+        images, labels = fashion_mnist.load_idx(_check_dataset_dir(FASHION_MNIST, dataset_dir), split_name)
+    else:
+        images, labels = fashion_mnist.load_bundled(split_name)
+    return DatasetSpec(
+        FASHION_MNIST, split_name, len(labels), len(fashion_mnist.CLASS_NAMES),
+        dict(enumerate(fashion_mnist.CLASS_NAMES)), (*images.shape[1:], 1), (), _arrays_reader(images, labels),
+    )
+
+
+def get_dataset(name: str, split_name: str, dataset_dir: Optional[str] = None) -> DatasetSpec:
+    """Return the ``DatasetSpec`` of split ``split_name`` of data set ``name``.
+
+    ``dataset_dir`` is required except for ``fashion_mnist``, whose bundled
+    subset is used when it is None. Raises ValueError (naming the flag to fix)
+    for unknown names, unknown splits and missing files.
+    """
+    if not isinstance(name, str) or not isinstance(split_name, str):
+        raise TypeError("dataset name and split name must be strings; pass e.g. get_dataset('cifar10', 'train', dir).")
+    if name in OFFICIAL_DATASETS:
+        return _official(name, split_name, dataset_dir)
+    if name == IMAGE_FOLDER:
+        return _image_folder(split_name, dataset_dir)
+    if name == FASHION_MNIST:
+        return _fashion_mnist(split_name, dataset_dir)
+    raise ValueError(f"unknown dataset '{name}' for --dataset_name; choose one of {', '.join(DATASET_NAMES)}.")

@@ -1,0 +1,103 @@
+"""Read TF-Slim TFRecord files as ``(image, label)`` datasets, and name the file at fault when a read fails.
+
+TensorFlow reports a damaged file as ``DataLossError: corrupted record at N``
+without saying which file; ``named_read_errors`` turns that into a
+``ValueError`` naming it, so a bad shard among hundreds is easy to replace.
+"""
+
+import contextlib
+import functools
+import re
+from typing import Iterator, Optional, Sequence
+
+import tensorflow as tf
+
+from slim_mp.datasets import tfrecord_format
+
+_PARALLEL_FILES = 4
+_READ_FAILURE = re.compile(r"(?:corrupted|truncated) record at \d+|[^\n{}]*(?:No such file|Permission denied)[^\n]*")
+_WRONG_SHAPE = re.compile(r"(\[[\d,]+\]) is not compatible with expected shape (\[[\d,?]+\])")
+_UNDECODABLE = ("Unknown image file format", "Invalid PNG data", "Invalid JPEG data")
+
+
+def _failure_reason(error: tf.errors.OpError) -> str:
+    """Return the informative part of a TensorFlow read error (TF wraps it in node names and stack traces)."""
+    match = _READ_FAILURE.search(error.message)
+    return match.group(0).strip() if match else type(error).__name__
+
+
+def read_tfrecords(
+    files: Sequence[str],
+    image_shape: tfrecord_format.ImageShape,
+    shuffle_files: bool = False,
+    seed: Optional[int] = None,
+) -> tf.data.Dataset:
+    """Return a dataset of ``(image uint8 [H, W, C], label int64)`` from ``files``.
+
+    Several files are read at once, in a fixed interleaving, so the order is
+    reproducible; ``shuffle_files`` permutes the file order (with ``seed``).
+    """
+    if not files:
+        raise ValueError("files is empty; pass at least one TFRecord file to read.")
+    file_names = tf.data.Dataset.from_tensor_slices(list(files))
+    if shuffle_files:
+        file_names = file_names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    records = file_names.interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=min(len(files), _PARALLEL_FILES),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    decode = functools.partial(tfrecord_format.decode_example, image_shape=image_shape)
+    return records.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def check_tfrecord_file(path: str) -> None:
+    """Read every record of ``path``; raise ValueError naming the file if it is damaged or unreadable.
+
+    Reads the whole file, so it costs one pass over the data.
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        num_records = tf.data.TFRecordDataset(path).reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)
+    with tf.compat.v1.Session(graph=graph) as session:
+        try:
+            session.run(num_records)
+        except (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.PermissionDeniedError) as error:
+            raise ValueError(
+                f"TFRecord file {path} cannot be read ({_failure_reason(error)}); "
+                "replace it by running its converter again."
+            ) from error
+
+
+@contextlib.contextmanager
+def named_read_errors(files: Sequence[str], dataset_name: str) -> Iterator[None]:
+    """Turn TensorFlow read errors raised inside the block into a ValueError naming the damaged file.
+
+    Wrap the loop that pulls from a dataset made of ``files`` (eager iteration
+    or ``session.run``). On ``DataLossError`` the files are checked in order
+    until the damaged one is found; undecodable and wrongly sized images are
+    reported too.
+    """
+    try:
+        yield
+    except tf.errors.DataLossError as error:
+        for path in files:
+            check_tfrecord_file(path)
+        raise ValueError(
+            f"reading dataset '{dataset_name}' failed ({_failure_reason(error)}) although each "
+            f"of its {len(files)} files reads back alone; check the disk holding them."
+        ) from error
+    except tf.errors.InvalidArgumentError as error:
+        wrong_shape = _WRONG_SHAPE.search(error.message)
+        if wrong_shape:
+            raise ValueError(
+                f"dataset '{dataset_name}' holds an image of shape {wrong_shape.group(1)} where "
+                f"{wrong_shape.group(2)} is expected; check that --dataset_name matches the files in --dataset_dir."
+            ) from error
+        if any(marker in error.message for marker in _UNDECODABLE):
+            raise ValueError(
+                f"dataset '{dataset_name}' holds an image that is neither valid JPEG nor PNG; convert the data "
+                "again (the image-folder converter skips such files)."
+            ) from error
+        raise
