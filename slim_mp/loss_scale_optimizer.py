@@ -1,0 +1,228 @@
+"""``LossScaleOptimizer``: loss scaling around any ``tf.compat.v1.train.Optimizer``.
+
+A drop-in for ``tf.contrib.mixed_precision.LossScaleOptimizer`` that is also
+a complete optimizer (slots, ``variables()``), ignores ``None`` gradients,
+keeps sparse gradients sparse, reports the loss scale and skipped steps, and
+fails clearly when training can only skip.
+"""
+
+import numbers
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import tensorflow as tf
+
+from slim_mp.finite_check import Gradient, finite_flags
+from slim_mp.loss_scale_manager import LossScaleManager
+from slim_mp.skip_monitor import SkipCounters, create_skip_counters, divergence_guard, record_step
+
+_HALF_DTYPES = (tf.float16, tf.bfloat16)
+
+GradsAndVars = List[Tuple[Optional[Gradient], tf.Variable]]
+
+
+def _wide_dtype(dtype: tf.DType) -> tf.DType:
+    """Return the dtype to scale in: float32 for half types (so the scale never becomes fp16), else ``dtype``."""
+    base = tf.as_dtype(dtype).base_dtype
+    return tf.float32 if base in _HALF_DTYPES else base
+
+
+def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
+    """Return ``loss * loss_scale`` computed in float32 or wider; an fp16 loss is cast up, never the scale down."""
+    wide = _wide_dtype(loss.dtype)
+    return tf.cast(loss, wide) * tf.cast(loss_scale, wide)
+
+
+def unscale_gradient(gradient: Gradient, loss_scale: tf.Tensor) -> Gradient:
+    """Divide a gradient by the scale in float32 or wider, keeping its dtype and, for IndexedSlices, its sparsity."""
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(
+            unscale_gradient(gradient.values, loss_scale), gradient.indices, gradient.dense_shape
+        )
+    wide = _wide_dtype(gradient.dtype)
+    return tf.cast(tf.cast(gradient, wide) / tf.cast(loss_scale, wide), gradient.dtype)
+
+
+def _require_resource_variables(variables: Sequence[tf.Variable]) -> None:
+    """Raise TypeError if a ref variable would be updated inside a control-flow-v2 ``tf.cond``."""
+    if not tf.compat.v1.control_flow_v2_enabled():
+        return
+    ref_names = [v.op.name for v in variables if v.dtype != v.dtype.base_dtype]
+    if ref_names:
+        raise TypeError(
+            f"grads_and_vars holds ref variables {ref_names[:3]}, which cannot be updated inside the "
+            "conditional step; create them as resource variables (use_resource=True)."
+        )
+
+
+class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
+    """Wraps an optimizer so that gradients are computed on a scaled loss and steps with inf/NaN are skipped.
+
+    * ``compute_gradients`` multiplies the loss by the manager's scale (in
+      float32) and returns **unscaled** ``(gradient, variable)`` pairs, so
+      clipping, multipliers and summaries in between see true gradients.
+      ``None`` gradients pass through; ``IndexedSlices`` stay sparse.
+    * ``apply_gradients`` runs the wrapped update only when every gradient is
+      finite; otherwise variables, slots and ``global_step`` stay unchanged.
+      The manager is updated on every step.
+    * ``loss_scale`` and ``skipped_steps`` are tensors for progress lines and
+      are also written as TensorBoard scalars.
+    * Divergence guard: after ``max_consecutive_skips_at_min`` skipped steps
+      in a row at the manager's minimum scale, running the train op fails
+      with an error naming the variables whose gradients were non-finite.
+      ``None`` disables it.
+
+    The skip counters are local variables (initialise them with
+    ``tf.compat.v1.local_variables_initializer()``; slim's ``train`` and
+    ``MonitoredTrainingSession`` do), so checkpoints keep contrib's layout.
+
+    Example::
+
+        manager = ExponentialUpdateLossScaleManager(2.0 ** 15, incr_every_n_steps=2000)
+        optimizer = LossScaleOptimizer(tf.compat.v1.train.MomentumOptimizer(0.1, 0.9), manager)
+        train_op = slim.learning.create_train_op(total_loss, optimizer, clip_gradient_norm=5.0)
+        progress = {"loss_scale": optimizer.loss_scale, "skipped": optimizer.skipped_steps}
+    """
+
+    def __init__(
+        self,
+        opt: tf.compat.v1.train.Optimizer,
+        loss_scale_manager: LossScaleManager,
+        max_consecutive_skips_at_min: Optional[int] = 100,
+        name: str = "LossScaleOptimizer",
+    ) -> None:
+        if not isinstance(opt, tf.compat.v1.train.Optimizer):
+            raise TypeError(
+                f"opt must be a tf.compat.v1.train.Optimizer, got {type(opt).__name__}; "
+                "wrap e.g. tf.compat.v1.train.MomentumOptimizer."
+            )
+        if not isinstance(loss_scale_manager, LossScaleManager):
+            raise TypeError(
+                f"loss_scale_manager must be a LossScaleManager, got {type(loss_scale_manager).__name__}; "
+                "pass e.g. FixedLossScaleManager(128)."
+            )
+        if max_consecutive_skips_at_min is not None and (
+            isinstance(max_consecutive_skips_at_min, bool)
+            or not isinstance(max_consecutive_skips_at_min, numbers.Integral)
+            or max_consecutive_skips_at_min < 1
+        ):
+            raise ValueError(
+                f"max_consecutive_skips_at_min must be a positive integer or None, got "
+                f"{max_consecutive_skips_at_min!r}; pass e.g. 100, or None to disable the guard."
+            )
+        super().__init__(use_locking=False, name=name)
+        self._optimizer = opt
+        self._manager = loss_scale_manager
+        self._skip_limit = max_consecutive_skips_at_min
+        self._counters_by_graph: Dict[tf.Graph, SkipCounters] = {}
+
+    @property
+    def inner_optimizer(self) -> tf.compat.v1.train.Optimizer:
+        """The wrapped optimizer."""
+        return self._optimizer
+
+    @property
+    def loss_scale_manager(self) -> LossScaleManager:
+        """The manager that supplies and updates the scale."""
+        return self._manager
+
+    @property
+    def loss_scale(self) -> tf.Tensor:
+        """The current loss scale (float32 scalar tensor)."""
+        return self._manager.get_loss_scale()
+
+    @property
+    def skipped_steps(self) -> tf.Tensor:
+        """How many steps this run has skipped for inf/NaN gradients (int64 scalar tensor)."""
+        return self._counters().skipped_steps.read_value()
+
+    def _counters(self) -> SkipCounters:
+        """Return the skip counters of the current graph, creating them on first use."""
+        graph = tf.compat.v1.get_default_graph()
+        if graph not in self._counters_by_graph:
+            self._counters_by_graph[graph] = create_skip_counters()
+        return self._counters_by_graph[graph]
+
+    def compute_gradients(
+        self,
+        loss: Union[tf.Tensor, Callable[[], tf.Tensor]],
+        var_list: Optional[Sequence[tf.Variable]] = None,
+        gate_gradients: int = tf.compat.v1.train.Optimizer.GATE_OP,
+        aggregation_method: Optional[int] = None,
+        colocate_gradients_with_ops: bool = False,
+        grad_loss: Optional[tf.Tensor] = None,
+    ) -> GradsAndVars:
+        """Differentiate the scaled loss with the wrapped optimizer; return unscaled (gradient, variable) pairs.
+
+        A callable ``loss`` is called once (graph mode), as contrib does.
+        """
+        if callable(loss):
+            loss = loss()
+        loss_scale = self._manager.get_loss_scale()
+        scaled_loss = scale_loss(loss, loss_scale)
+        if grad_loss is not None:
+            grad_loss = tf.convert_to_tensor(grad_loss)
+            grad_loss = tf.cast(grad_loss, _wide_dtype(grad_loss.dtype))
+        grads_and_vars = self._optimizer.compute_gradients(
+            scaled_loss,
+            var_list=var_list,
+            gate_gradients=gate_gradients,
+            aggregation_method=aggregation_method,
+            colocate_gradients_with_ops=colocate_gradients_with_ops,
+            grad_loss=grad_loss,
+        )
+        with tf.name_scope("unscale_gradients"):
+            return [
+                (None if g is None else unscale_gradient(g, loss_scale), v) for g, v in grads_and_vars
+            ]
+
+    def apply_gradients(
+        self,
+        grads_and_vars: Sequence[Tuple[Optional[Gradient], tf.Variable]],
+        global_step: Optional[tf.Variable] = None,
+        name: Optional[str] = None,
+    ) -> tf.Operation:
+        """Apply unscaled gradients if all are finite; always update the manager, counters and guard."""
+        grads_and_vars = list(grads_and_vars)
+        present = [(g, v) for g, v in grads_and_vars if g is not None]
+        if not present:
+            raise ValueError(
+                "grads_and_vars has no gradient for any variable; make the loss depend on the variables to train."
+            )
+        _require_resource_variables([v for _, v in present] + ([global_step] if global_step is not None else []))
+        with tf.name_scope(self.get_name()):
+            counters = self._counters()
+            finite = finite_flags([g for g, _ in present])
+            all_finite = tf.reduce_all(finite, name="all_finite")
+            at_min = self._manager.at_min_loss_scale()
+            loss_scale = self._manager.get_loss_scale()
+            tf.compat.v1.summary.scalar("loss_scale", loss_scale)
+            tf.compat.v1.summary.scalar("skipped_steps", counters.skipped_steps.read_value())
+            record, streak = record_step(counters, all_finite, at_min)
+            with tf.control_dependencies([at_min, loss_scale]):
+                update_scale = self._manager.update_loss_scale(all_finite)
+            bookkeeping = [update_scale, record]
+            if self._skip_limit is not None:
+                bookkeeping.append(divergence_guard(streak, self._skip_limit, present, finite, loss_scale))
+        apply_if_finite = tf.cond(
+            all_finite,
+            lambda: tf.group(self._optimizer.apply_gradients(grads_and_vars, global_step, name)),
+            tf.no_op,
+        )
+        return tf.group(apply_if_finite, *bookkeeping)
+
+    def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
+        """Return the wrapped optimizer's slot ``name`` for ``var``."""
+        return self._optimizer.get_slot(var, name)
+
+    def get_slot_names(self) -> List[str]:
+        """Return the wrapped optimizer's slot names."""
+        return self._optimizer.get_slot_names()
+
+    def variables(self) -> List[tf.Variable]:
+        """Return the wrapped optimizer's variables, the manager's state and this graph's skip counters."""
+        counters = self._counters()
+        return (
+            self._optimizer.variables()
+            + self._manager.variables()
+            + [counters.skipped_steps, counters.skips_in_a_row_at_min]
+        )
