@@ -1,0 +1,147 @@
+"""MobileNet v1 and its width variants: official layout, end points, forward pass, body options."""
+
+from typing import Callable
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_slim as slim
+
+from nets import mobilenet_v1 as mobilenet_v1_module
+from nets.mobilenet_v1 import mobilenet_v1_arg_scope, mobilenet_v1_base
+from reference import assert_matches_reference, load_reference
+
+NAMES = ["mobilenet_v1", "mobilenet_v1_075", "mobilenet_v1_050", "mobilenet_v1_025"]
+SOFTMAX_TOLERANCE = 1e-5
+
+
+def _builder(name: str) -> Callable[[tf.Tensor, int], tuple]:
+    """Return ``build(images, num_classes)`` creating variant ``name`` under the official arg_scope, training mode."""
+    network_fn = getattr(mobilenet_v1_module, name)
+
+    def build(images: tf.Tensor, num_classes: int) -> tuple:
+        with slim.arg_scope(mobilenet_v1_arg_scope(is_training=True)):
+            return network_fn(images, num_classes=num_classes, is_training=True)
+
+    return build
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_variables_and_end_points_match_official(name: str) -> None:
+    entry = load_reference()[name]
+    built = {}
+
+    def build(images: tf.Tensor, num_classes: int) -> tuple:
+        built["logits"], built["end_points"] = _builder(name)(images, num_classes)
+        return built["logits"], built["end_points"]
+
+    assert_matches_reference(name, build)
+    shapes = {key: tensor.shape.as_list() for key, tensor in built["end_points"].items()}
+    assert shapes == entry["end_point_shapes"]
+    assert built["logits"].shape.as_list() == entry["logits_shape"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_default_image_size_is_official(name: str) -> None:
+    assert getattr(mobilenet_v1_module, name).default_image_size == load_reference()[name]["default_image_size"]
+
+
+def test_forward_pass_at_small_size_gives_finite_logits_and_softmax() -> None:
+    num_classes = 5
+    batch = np.random.default_rng(0).uniform(-1.0, 1.0, size=(2, 32, 32, 3)).astype(np.float32)
+    with tf.Graph().as_default():
+        logits, end_points = _builder("mobilenet_v1_025")(tf.constant(batch), num_classes)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            logits_value, predictions = session.run([logits, end_points["Predictions"]])
+    assert logits_value.shape == (2, num_classes)
+    assert np.all(np.isfinite(logits_value))
+    shifted = np.exp(logits_value.astype(np.float64) - logits_value.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(predictions, shifted / shifted.sum(axis=1, keepdims=True), atol=SOFTMAX_TOLERANCE)
+
+
+def test_zero_classes_returns_pooled_features() -> None:
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [2, 224, 224, 3])
+        features, end_points = _builder("mobilenet_v1_050")(images, 0)
+    assert features.shape.as_list() == [2, 1, 1, 512]
+    assert "Logits" not in end_points
+
+
+def test_global_pool_handles_large_inputs() -> None:
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 320, 320, 3])
+        with slim.arg_scope(mobilenet_v1_arg_scope()):
+            logits, end_points = mobilenet_v1_module.mobilenet_v1_025(images, num_classes=10, global_pool=True)
+    assert end_points["global_pool"].shape.as_list() == [1, 1, 1, 256]
+    assert logits.shape.as_list() == [1, 10]
+
+
+@pytest.mark.parametrize(("output_stride", "expected_size"), [(None, 2), (16, 4), (8, 8)])
+def test_output_stride_caps_downsampling(output_stride, expected_size: int) -> None:
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 64, 64, 3])
+        with slim.arg_scope(mobilenet_v1_arg_scope()):
+            features, _ = mobilenet_v1_base(images, depth_multiplier=0.25, output_stride=output_stride)
+    assert features.shape.as_list() == [1, expected_size, expected_size, 256]
+
+
+def test_explicit_padding_equals_same_padding_where_same_pads_symmetrically() -> None:
+    """On a 17x17 input SAME pads a stride-2 3x3 convolution by (1, 1), exactly what explicit padding does."""
+    batch = np.random.default_rng(1).normal(size=(1, 17, 17, 3)).astype(np.float32)
+    outputs = {}
+    for explicit in (False, True):
+        with tf.Graph().as_default():
+            tf.compat.v1.set_random_seed(3)
+            with slim.arg_scope(mobilenet_v1_arg_scope(is_training=False)):
+                features, _ = mobilenet_v1_base(
+                    tf.constant(batch), final_endpoint="Conv2d_1_depthwise", use_explicit_padding=explicit
+                )
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                outputs[explicit] = session.run(features)
+    assert outputs[True].shape == (1, 9, 9, 32)
+    np.testing.assert_allclose(outputs[True], outputs[False], atol=1e-5)
+
+
+def test_final_endpoint_stops_the_body_early() -> None:
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 64, 64, 3])
+        with slim.arg_scope(mobilenet_v1_arg_scope()):
+            features, end_points = mobilenet_v1_base(images, final_endpoint="Conv2d_3_depthwise")
+        variable_names = [v.op.name for v in tf.compat.v1.global_variables()]
+    assert list(end_points)[-1] == "Conv2d_3_depthwise"
+    assert features.shape.as_list() == [1, 16, 16, 128]
+    assert not any(name.startswith("MobilenetV1/Conv2d_3_pointwise") for name in variable_names)
+
+
+def test_depthwise_weights_are_regularized_only_on_request() -> None:
+    counts = {}
+    for regularize in (False, True):
+        with tf.Graph().as_default():
+            images = tf.compat.v1.placeholder(tf.float32, [1, 32, 32, 3])
+            with slim.arg_scope(mobilenet_v1_arg_scope(regularize_depthwise=regularize)):
+                mobilenet_v1_module.mobilenet_v1(images, num_classes=10)
+            counts[regularize] = len(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES))
+    assert counts[True] - counts[False] == 13
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"depth_multiplier": 0.0}, "depth_multiplier"),
+        ({"output_stride": 4}, "output_stride"),
+        ({"final_endpoint": "Conv2d_14_pointwise"}, "final_endpoint"),
+    ],
+)
+def test_bad_body_arguments_are_named_in_the_error(kwargs: dict, argument: str) -> None:
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 32, 32, 3])
+        with pytest.raises(ValueError, match=argument):
+            mobilenet_v1_base(images, **kwargs)
+
+
+def test_non_image_input_is_rejected() -> None:
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="inputs"):
+            mobilenet_v1_module.mobilenet_v1(tf.compat.v1.placeholder(tf.float32, [1, 32, 32]))

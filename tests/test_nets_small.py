@@ -1,0 +1,101 @@
+"""CifarNet and LeNet: official variable layout, end points, and a real forward pass."""
+
+from typing import Callable
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_slim as slim
+
+from nets.cifarnet import cifarnet, cifarnet_arg_scope
+from nets.lenet import lenet, lenet_arg_scope
+from reference import assert_matches_reference, load_reference
+
+NETWORKS = {
+    "cifarnet": (cifarnet, cifarnet_arg_scope),
+    "lenet": (lenet, lenet_arg_scope),
+}
+
+SOFTMAX_TOLERANCE = 1e-5
+
+
+def _builder(name: str, **kwargs) -> Callable[[tf.Tensor, int], tuple]:
+    """Return ``build(images, num_classes)`` that creates network ``name`` under its arg_scope, in training mode."""
+    network_fn, arg_scope_fn = NETWORKS[name]
+
+    def build(images: tf.Tensor, num_classes: int) -> tuple:
+        with slim.arg_scope(arg_scope_fn()):
+            return network_fn(images, num_classes=num_classes, is_training=True, **kwargs)
+
+    return build
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_variables_and_end_points_match_official(name: str) -> None:
+    entry = load_reference()[name]
+    built = {}
+
+    def build(images: tf.Tensor, num_classes: int) -> tuple:
+        built["logits"], built["end_points"] = _builder(name)(images, num_classes)
+        return built["logits"], built["end_points"]
+
+    assert_matches_reference(name, build)
+    shapes = {key: tensor.shape.as_list() for key, tensor in built["end_points"].items()}
+    assert shapes == entry["end_point_shapes"]
+    assert built["logits"].shape.as_list() == entry["logits_shape"]
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_default_image_size_is_official(name: str) -> None:
+    network_fn, _ = NETWORKS[name]
+    assert network_fn.default_image_size == load_reference()[name]["default_image_size"]
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_forward_pass_gives_finite_logits_and_softmax_predictions(name: str) -> None:
+    size = load_reference()[name]["default_image_size"]
+    num_classes = 7
+    batch = np.random.default_rng(0).uniform(-1.0, 1.0, size=(2, size, size, 3)).astype(np.float32)
+    with tf.Graph().as_default():
+        images = tf.constant(batch)
+        logits, end_points = _builder(name)(images, num_classes)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            logits_value, predictions = session.run([logits, end_points["Predictions"]])
+    assert logits_value.shape == (2, num_classes)
+    assert np.all(np.isfinite(logits_value))
+    shifted = np.exp(logits_value.astype(np.float64) - logits_value.max(axis=1, keepdims=True))
+    expected = shifted / shifted.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(predictions, expected, atol=SOFTMAX_TOLERANCE)
+
+
+@pytest.mark.parametrize(("name", "feature_width"), [("cifarnet", 192), ("lenet", 1024)])
+def test_zero_classes_returns_features_without_classifier(name: str, feature_width: int) -> None:
+    size = load_reference()[name]["default_image_size"]
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [2, size, size, 3])
+        features, end_points = _builder(name)(images, 0)
+        variable_names = [v.op.name for v in tf.compat.v1.global_variables()]
+    assert features.shape.as_list() == [2, feature_width]
+    assert "Logits" not in end_points
+    classifier_scope = {"cifarnet": "CifarNet/logits/", "lenet": "LeNet/fc4/"}[name]
+    assert not any(n.startswith(classifier_scope) for n in variable_names)
+
+
+def test_cifarnet_weight_decay_skips_the_logits_layer() -> None:
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 32, 32, 3])
+        _builder("cifarnet")(images, 10)
+        losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
+        regularized = sorted(loss.op.name.split("/")[1] for loss in losses)
+    assert regularized == ["fc3", "fc4"]
+
+
+def test_reuse_shares_variables() -> None:
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 28, 28, 3])
+        with slim.arg_scope(lenet_arg_scope()):
+            lenet(images, num_classes=10)
+            count = len(tf.compat.v1.global_variables())
+            lenet(images, num_classes=10, reuse=True)
+        assert len(tf.compat.v1.global_variables()) == count

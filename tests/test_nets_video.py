@@ -1,0 +1,172 @@
+"""I3D and S3D-G: official layout, end points, a forward pass on a short clip, and the shared 3-D blocks."""
+
+from typing import Callable
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_slim as slim
+
+from nets.i3d import i3d, i3d_arg_scope
+from nets.i3d_blocks import centered_identity_initializer, self_gate, spatiotemporal_conv3d
+from nets.s3dg import s3dg, s3dg_arg_scope
+from reference import assert_matches_reference, load_reference
+
+NETWORKS = {"i3d": (i3d, i3d_arg_scope), "s3dg": (s3dg, s3dg_arg_scope)}
+# Smallest clip that survives the 8x temporal and 32x spatial downsampling.
+SMALL_CLIP_SHAPE = (2, 8, 32, 32, 3)
+FLOAT32_TOLERANCE = 1e-5
+
+
+def _builder(name: str, **kwargs) -> Callable[[tf.Tensor, int], tuple]:
+    """Return ``build(clips, num_classes)`` creating network ``name`` under its arg_scope, in training mode."""
+    network_fn, arg_scope_fn = NETWORKS[name]
+
+    def build(clips: tf.Tensor, num_classes: int) -> tuple:
+        with slim.arg_scope(arg_scope_fn()):
+            return network_fn(clips, num_classes=num_classes, is_training=True, **kwargs)
+
+    return build
+
+
+def _variable_names(build: Callable[[tf.Tensor, int], tuple], shape=SMALL_CLIP_SHAPE) -> list:
+    """Build in a fresh graph and return the names of all global variables."""
+    with tf.Graph().as_default():
+        build(tf.compat.v1.placeholder(tf.float32, shape), 10)
+        return [v.op.name for v in tf.compat.v1.global_variables()]
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_variables_and_end_points_match_official(name: str) -> None:
+    entry = load_reference()[name]
+    built = {}
+
+    def build(clips: tf.Tensor, num_classes: int) -> tuple:
+        built["logits"], built["end_points"] = _builder(name)(clips, num_classes)
+        return built["logits"], built["end_points"]
+
+    assert_matches_reference(name, build)
+    shapes = {key: tensor.shape.as_list() for key, tensor in built["end_points"].items()}
+    assert shapes == entry["end_point_shapes"]
+    assert built["logits"].shape.as_list() == entry["logits_shape"]
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_default_image_size_is_official(name: str) -> None:
+    network_fn, _ = NETWORKS[name]
+    assert network_fn.default_image_size == load_reference()[name]["default_image_size"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_forward_pass_on_short_clip_gives_finite_logits_and_softmax(name: str) -> None:
+    num_classes = 6
+    clip = np.random.default_rng(0).uniform(-1.0, 1.0, size=SMALL_CLIP_SHAPE).astype(np.float32)
+    with tf.Graph().as_default():
+        logits, end_points = _builder(name)(tf.constant(clip), num_classes)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            logits_value, predictions = session.run([logits, end_points["Predictions"]])
+    assert logits_value.shape == (2, num_classes)
+    assert np.all(np.isfinite(logits_value))
+    shifted = np.exp(logits_value.astype(np.float64) - logits_value.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(predictions, shifted / shifted.sum(axis=1, keepdims=True), atol=FLOAT32_TOLERANCE)
+
+
+def test_self_gate_matches_numpy_reference() -> None:
+    rng = np.random.default_rng(1)
+    features = rng.normal(size=(2, 3, 4, 4, 5)).astype(np.float32)
+    with tf.Graph().as_default():
+        gated = self_gate(tf.constant(features), "block")
+        (kernel,) = tf.compat.v1.global_variables()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            gated_value, kernel_value = session.run([gated, kernel])
+    assert kernel.op.name == "block/self_gating/transformer_W/weights"
+    context = features.astype(np.float64).mean(axis=(1, 2, 3))
+    gates = 1.0 / (1.0 + np.exp(-context @ kernel_value.reshape(5, 5)))
+    expected = features * gates[:, None, None, None, :]
+    np.testing.assert_allclose(gated_value, expected, atol=FLOAT32_TOLERANCE)
+
+
+def test_centered_identity_initializer_puts_identity_on_middle_tap() -> None:
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        kernel = session.run(centered_identity_initializer()([3, 1, 1, 4, 4]))
+    expected = np.zeros((3, 1, 1, 4, 4), np.float32)
+    expected[1, 0, 0] = np.eye(4)
+    np.testing.assert_array_equal(kernel, expected)
+
+
+@pytest.mark.parametrize("shape", [[2, 1, 1, 4, 4], [3, 1, 1, 4, 5], [3, 3, 1, 4, 4], [3, 4, 4]])
+def test_centered_identity_initializer_rejects_other_shapes(shape: list) -> None:
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="kernel shape"):
+            centered_identity_initializer()(shape)
+
+
+def test_separable_conv_starts_as_its_spatial_half() -> None:
+    """The temporal half is initialized to the identity, so the block initially equals its 1x3x3 convolution."""
+    clip = np.random.default_rng(2).normal(size=(1, 5, 6, 6, 4)).astype(np.float32)
+    with tf.Graph().as_default() as graph:
+        output = spatiotemporal_conv3d(tf.constant(clip), 8, [3, 3, 3], scope="block", separable=True)
+        spatial = graph.get_tensor_by_name("block/Relu:0")
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            output_value, spatial_value = session.run([output, spatial])
+        shapes = {v.op.name: v.shape.as_list() for v in tf.compat.v1.global_variables()}
+    assert shapes["block/weights"] == [1, 3, 3, 4, 8]
+    assert shapes["block/temporal/weights"] == [3, 1, 1, 8, 8]
+    np.testing.assert_allclose(output_value, spatial_value, atol=FLOAT32_TOLERANCE)
+
+
+def test_i3d_arg_scope_can_make_i3d_separable() -> None:
+    def build(clips: tf.Tensor, num_classes: int) -> tuple:
+        with slim.arg_scope(i3d_arg_scope(separable_conv3d=True)):
+            return i3d(clips, num_classes=num_classes)
+
+    names = _variable_names(build)
+    assert "InceptionV1/Mixed_3b/Branch_1/Conv2d_0b_3x3/temporal/weights" in names
+    assert not any("self_gating" in name for name in names)
+
+
+def test_s3dg_start_blocks_switch_features_on_from_that_block() -> None:
+    build = _builder("s3dg", temporal_conv_startat=None, gating_startat="Mixed_4b", final_endpoint="Mixed_4d")
+    names = _variable_names(build)
+    assert not any("/temporal/" in name for name in names)
+    gated_blocks = sorted({name.split("/")[1] for name in names if "self_gating" in name})
+    assert gated_blocks == ["Mixed_4b", "Mixed_4c", "Mixed_4d"]
+
+
+def test_s3dg_depth_multiplier_scales_every_branch_down_to_min_depth() -> None:
+    with tf.Graph().as_default():
+        clips = tf.compat.v1.placeholder(tf.float32, SMALL_CLIP_SHAPE)
+        with slim.arg_scope(s3dg_arg_scope()):
+            _, end_points = s3dg(clips, num_classes=10, depth_multiplier=0.5, final_endpoint="Mixed_3b")
+        shapes = {v.op.name: v.shape.as_list() for v in tf.compat.v1.global_variables()}
+    # Mixed_3b branches are 64 + 128 + 32 + 32 channels at full width.
+    assert end_points["Mixed_3b"].shape.as_list()[-1] == (64 + 128 + 32 + 32) // 2
+    # Its 16-channel reduction would shrink to 8 but min_depth keeps 16; its input is Conv2d_2c_3x3 (192 / 2).
+    assert shapes["InceptionV1/Mixed_3b/Branch_2/Conv2d_0a_1x1/weights"] == [1, 1, 1, 96, 16]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"first_temporal_kernel_size": 4}, "first_temporal_kernel_size"),
+        ({"temporal_conv_startat": "Mixed_9z"}, "temporal_conv_startat"),
+        ({"gating_startat": "MaxPool_4a_3x3"}, "gating_startat"),
+        ({"final_endpoint": "Logits"}, "final_endpoint"),
+        ({"depth_multiplier": -1.0}, "depth_multiplier"),
+    ],
+)
+def test_bad_s3dg_options_are_named_in_the_error(kwargs: dict, argument: str) -> None:
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match=argument):
+            _builder("s3dg", **kwargs)(tf.compat.v1.placeholder(tf.float32, SMALL_CLIP_SHAPE), 10)
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_image_batch_is_rejected(name: str) -> None:
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="inputs must be a 5-D"):
+            _builder(name)(tf.compat.v1.placeholder(tf.float32, [2, 32, 32, 3]), 10)
