@@ -1,0 +1,245 @@
+"""MobileNet v2 / v3 / EdgeTPU: official variable layout, end points, depth rounding, blocks, forward passes."""
+
+from typing import Callable, Dict
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_slim as slim
+
+import nets  # noqa: F401  (applies the tf_slim compatibility fixes)
+from nets import mobilenet_v2, mobilenet_v3
+from nets.mobilenet_blocks import (
+    DepthRule,
+    InvertedResidual,
+    hard_sigmoid,
+    hard_swish,
+    inverted_residual,
+    squeeze_excite,
+)
+from reference import assert_matches_reference, load_reference
+
+NETWORKS = {
+    "mobilenet_v2": (mobilenet_v2.mobilenet_v2, mobilenet_v2.mobilenet_v2_arg_scope),
+    "mobilenet_v2_140": (mobilenet_v2.mobilenet_v2_140, mobilenet_v2.mobilenet_v2_arg_scope),
+    "mobilenet_v2_035": (mobilenet_v2.mobilenet_v2_035, mobilenet_v2.mobilenet_v2_arg_scope),
+    "mobilenet_v3_small": (mobilenet_v3.mobilenet_v3_small, mobilenet_v3.mobilenet_v3_arg_scope),
+    "mobilenet_v3_large": (mobilenet_v3.mobilenet_v3_large, mobilenet_v3.mobilenet_v3_arg_scope),
+    "mobilenet_v3_small_minimalistic": (
+        mobilenet_v3.mobilenet_v3_small_minimalistic,
+        mobilenet_v3.mobilenet_v3_arg_scope,
+    ),
+    "mobilenet_v3_large_minimalistic": (
+        mobilenet_v3.mobilenet_v3_large_minimalistic,
+        mobilenet_v3.mobilenet_v3_arg_scope,
+    ),
+    "mobilenet_edgetpu": (mobilenet_v3.mobilenet_edgetpu, mobilenet_v3.mobilenet_v3_arg_scope),
+    "mobilenet_edgetpu_075": (mobilenet_v3.mobilenet_edgetpu_075, mobilenet_v3.mobilenet_v3_arg_scope),
+}
+SMALL_NETWORKS = ["mobilenet_v2_035", "mobilenet_v3_small", "mobilenet_v3_small_minimalistic", "mobilenet_edgetpu_075"]
+# (scaled network, its full-width counterpart, multiplier): the official width variants.
+WIDTH_VARIANTS = [
+    ("mobilenet_v2_140", "mobilenet_v2", 1.4),
+    ("mobilenet_v2_035", "mobilenet_v2", 0.35),
+    ("mobilenet_edgetpu_075", "mobilenet_edgetpu", 0.75),
+]
+
+SMALLEST_IMAGE_SIZE = 32  # total stride of every MobileNet body
+FLOAT32_TOLERANCE = 1e-5
+SOFTMAX_TOLERANCE = 1e-5
+
+
+def _builder(name: str) -> Callable[[tf.Tensor, int], tuple]:
+    """Return ``build(images, num_classes)`` that creates network ``name`` under its arg_scope, in training mode."""
+    network_fn, arg_scope_fn = NETWORKS[name]
+
+    def build(images: tf.Tensor, num_classes: int) -> tuple:
+        with slim.arg_scope(arg_scope_fn()):
+            return network_fn(images, num_classes=num_classes, is_training=True)
+
+    return build
+
+
+def _output_depths(name: str) -> Dict[str, int]:
+    """Output depth of every weight variable of the official network ``name``, keyed by its scope."""
+    return {
+        var_name.rsplit("/", 1)[0]: shape[-1]
+        for var_name, shape, _ in load_reference()[name]["model_variables"]
+        if var_name.endswith("/weights")
+    }
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_variables_end_points_and_logits_match_official_layout(name: str) -> None:
+    entry = load_reference()[name]
+    outputs = []
+    build = _builder(name)
+
+    def build_and_keep_outputs(images: tf.Tensor, num_classes: int) -> None:
+        outputs.append(build(images, num_classes))
+
+    assert_matches_reference(name, build_and_keep_outputs)
+    logits, end_points = outputs[0]
+    assert {key: tensor.shape.as_list() for key, tensor in end_points.items()} == entry["end_point_shapes"]
+    assert logits.name == entry["logits_name"]
+    assert logits.shape.as_list() == entry["logits_shape"]
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_default_image_size_is_official(name: str) -> None:
+    network_fn, _ = NETWORKS[name]
+    assert network_fn.default_image_size == load_reference()[name]["default_image_size"]
+
+
+@pytest.mark.parametrize(("scaled", "full", "multiplier"), WIDTH_VARIANTS)
+def test_depth_rule_reproduces_official_width_variants(scaled: str, full: str, multiplier: float) -> None:
+    """Each stem, project and last-conv depth of a scaled checkpoint is the rounded, scaled full-width depth.
+
+    Below multiplier 1 the official variants keep the last conv (``Conv_1``) at full width.
+    """
+    full_depths = _output_depths(full)
+    scaled_depths = _output_depths(scaled)
+    assert scaled_depths.keys() == full_depths.keys()
+    rule = DepthRule(multiplier)
+    for scope, depth in full_depths.items():
+        if "/Logits/" in scope or scope.endswith("/expand"):
+            continue
+        kept = scope.endswith("/Conv_1") and multiplier < 1
+        assert scaled_depths[scope] == (depth if kept else rule.scale(depth)), scope
+
+
+def test_finegrain_mode_keeps_the_last_layer_only_below_multiplier_one() -> None:
+    def last_depth(network_fn: Callable, **kwargs) -> int:
+        with tf.Graph().as_default():
+            images = tf.compat.v1.placeholder(tf.float32, [1, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3])
+            features, _ = network_fn(images, num_classes=0, **kwargs)
+        return features.shape[-1]
+
+    assert last_depth(mobilenet_v2.mobilenet_v2, depth_multiplier=0.35) == 1280 * 0.35
+    assert last_depth(mobilenet_v2.mobilenet_v2_035) == 1280
+    assert last_depth(mobilenet_v2.mobilenet_v2, depth_multiplier=1.4, finegrain_classification_mode=True) == 1792
+
+
+@pytest.mark.parametrize("name", SMALL_NETWORKS)
+def test_forward_pass_gives_finite_logits_and_softmax_predictions(name: str) -> None:
+    num_classes = 7
+    with tf.Graph().as_default():
+        images = tf.constant(
+            np.random.default_rng(0).uniform(-1.0, 1.0, size=(2, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3)),
+            dtype=tf.float32,
+        )
+        logits, end_points = _builder(name)(images, num_classes)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            logits_value, predictions = session.run([logits, end_points["Predictions"]])
+    assert logits_value.shape == (2, num_classes)
+    assert np.all(np.isfinite(logits_value))
+    shifted = np.exp(logits_value.astype(np.float64) - logits_value.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(predictions, shifted / shifted.sum(axis=1, keepdims=True), atol=SOFTMAX_TOLERANCE)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2_035", "mobilenet_v3_small"])
+def test_zero_classes_returns_pooled_features_without_classifier(name: str) -> None:
+    feature_depth = [
+        shape[-2]
+        for var_name, shape, _ in load_reference()[name]["model_variables"]
+        if var_name.endswith("/weights") and "/Logits/" in var_name
+    ][0]
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [2, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3])
+        features, end_points = _builder(name)(images, 0)
+        variable_names = [v.op.name for v in tf.compat.v1.global_variables()]
+    assert features.shape.as_list() == [2, 1, 1, feature_depth]
+    assert "Logits" not in end_points and "Predictions" not in end_points
+    assert not [n for n in variable_names if "/Logits/" in n]
+
+
+def test_weight_decay_applies_to_regular_convolutions_but_not_depthwise_kernels() -> None:
+    name = "mobilenet_v3_small"
+    variables = load_reference()[name]["model_variables"]
+    conv_scopes = [n.rsplit("/", 1)[0] for n, _, _ in variables if n.endswith("/weights")]
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3])
+        with slim.arg_scope(mobilenet_v3.mobilenet_v3_arg_scope(weight_decay=1e-4)):
+            mobilenet_v3.mobilenet_v3_small(images)
+        losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
+    # Each loss is named <layer scope>/<kernel kind>/Regularizer/...; depthwise kernels would be "depthwise_kernel".
+    regularized = [loss.op.name.split("/Regularizer")[0].rsplit("/", 1) for loss in losses]
+    assert sorted(scope for scope, _ in regularized) == sorted(conv_scopes)
+    assert {kind for _, kind in regularized} == {"kernel"}
+
+
+def test_reuse_builds_a_second_tower_without_new_variables() -> None:
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3])
+        mobilenet_v3.mobilenet_v3_small(images, num_classes=5)
+        count = len(tf.compat.v1.global_variables())
+        mobilenet_v3.mobilenet_v3_small(images, num_classes=5, reuse=True)
+        assert len(tf.compat.v1.global_variables()) == count
+
+
+def test_hard_activations_match_float32_reference() -> None:
+    values = np.linspace(-5.0, 5.0, 101, dtype=np.float32)
+    expected_sigmoid = np.clip(values + 3.0, 0.0, 6.0) / 6.0
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        sigmoid, swish = session.run([hard_sigmoid(tf.constant(values)), hard_swish(tf.constant(values))])
+    np.testing.assert_allclose(sigmoid, expected_sigmoid, atol=FLOAT32_TOLERANCE)
+    np.testing.assert_allclose(swish, values * expected_sigmoid, atol=FLOAT32_TOLERANCE)
+
+
+def test_squeeze_excite_matches_float32_reference() -> None:
+    inputs = np.random.default_rng(1).normal(size=(2, 4, 4, 24)).astype(np.float32)
+    with tf.Graph().as_default():
+        with slim.arg_scope([slim.conv2d], biases_initializer=tf.compat.v1.random_normal_initializer(seed=3)):
+            output = squeeze_excite(tf.constant(inputs))
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            variables = tf.compat.v1.global_variables()
+            weights = dict(zip([v.op.name for v in variables], session.run(variables)))
+            actual = session.run(output)
+    assert weights["squeeze_excite/Conv/weights"].shape == (1, 1, 24, 8)  # 24 / 4 rounded up to a multiple of 8
+    pooled = inputs.mean(axis=(1, 2))
+    squeeze = "squeeze_excite/Conv/"
+    excite = "squeeze_excite/Conv_1/"
+    hidden = np.maximum(pooled @ weights[squeeze + "weights"][0, 0] + weights[squeeze + "biases"], 0.0)
+    gate_logits = hidden @ weights[excite + "weights"][0, 0] + weights[excite + "biases"]
+    gate = np.clip(gate_logits + 3.0, 0.0, 6.0) / 6.0
+    np.testing.assert_allclose(actual, inputs * gate[:, None, None, :], atol=FLOAT32_TOLERANCE)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_inverted_residual_adds_its_input_only_when_residual(residual: bool) -> None:
+    """With a zero projection the block's output is exactly its input (residual) or zero (no residual)."""
+    inputs = np.random.default_rng(2).normal(size=(2, 6, 6, 16)).astype(np.float32)
+    block = InvertedResidual(16, tf.nn.relu6, expansion=6, residual=residual)
+    with tf.Graph().as_default():
+        output, taps = inverted_residual(tf.constant(inputs), 16, block, scope="block")
+        project = [v for v in tf.compat.v1.global_variables() if v.op.name == "block/project/weights"][0]
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(project.assign(tf.zeros_like(project)))
+            actual = session.run(output)
+    assert sorted(taps) == ["depthwise_output", "expansion_output", "output"]
+    np.testing.assert_allclose(actual, inputs if residual else np.zeros_like(inputs), atol=FLOAT32_TOLERANCE)
+
+
+def _build_error(**kwargs) -> str:
+    images_shape = kwargs.pop("images_shape", [1, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3])
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, images_shape)
+        with pytest.raises(ValueError) as error:
+            mobilenet_v2.mobilenet_v2(images, **kwargs)
+    return str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"depth_multiplier": 0.0}, "depth_multiplier"),
+        ({"num_classes": -3}, "num_classes"),
+        ({"min_depth": 0}, "min_depth"),
+        ({"images_shape": [SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3]}, "inputs"),
+    ],
+)
+def test_bad_arguments_are_rejected_with_the_argument_named(kwargs: dict, argument: str) -> None:
+    assert argument in _build_error(**kwargs)
