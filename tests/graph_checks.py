@@ -26,10 +26,10 @@ def reachable_ops(fetches) -> List[tf.Operation]:
 
 
 def float32_math_ops(ops: Iterable[tf.Operation]) -> List[str]:
-    """Names of conv/matmul-class ops (forward or backward) that still compute in float32."""
+    """Names of conv/matmul-class ops (forward or backward) not computing in float16/bfloat16."""
     return [
         op.name for op in ops
-        if op.type in MATH_OP_TYPES and op.outputs[0].dtype == tf.float32
+        if op.type in MATH_OP_TYPES and op.outputs[0].dtype not in (tf.float16, tf.bfloat16)
     ]
 
 

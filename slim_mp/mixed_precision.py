@@ -1,0 +1,91 @@
+"""``enable_mixed_precision``: the one-call setup — graph pass plus loss scaling around an optimizer."""
+
+import numbers
+from typing import Any, Dict, Optional, Set, Tuple, Union
+
+import tensorflow as tf
+
+from slim_mp.loss_scale_manager import (
+    ExponentialUpdateLossScaleManager,
+    FixedLossScaleManager,
+    LossScaleManager,
+)
+from slim_mp.loss_scale_optimizer import LossScaleOptimizer
+from slim_mp.precision import PrecisionLike, resolve_precision
+from slim_mp.report import RewriteReport
+from slim_mp.rewrite import rewrite
+
+DYNAMIC_INITIAL_SCALE = 2.0 ** 15
+DYNAMIC_GROWTH_STEPS = 2000
+
+LossScaleLike = Union[None, str, float, LossScaleManager]
+
+
+def make_loss_scale_manager(loss_scale: LossScaleLike, precision: PrecisionLike) -> LossScaleManager:
+    """Turn ``"dynamic"``, a number or a manager into a manager; ``None`` picks the precision's default.
+
+    The default is dynamic scaling (2**15, growing every 2000 finite steps) for float16 and no
+    scaling (a fixed scale of 1) for bfloat16, which has float32's exponent range.
+    """
+    if isinstance(loss_scale, LossScaleManager):
+        return loss_scale
+    if loss_scale is None:
+        loss_scale = "dynamic" if resolve_precision(precision) == tf.float16 else 1.0
+    if loss_scale == "dynamic":
+        return ExponentialUpdateLossScaleManager(DYNAMIC_INITIAL_SCALE, DYNAMIC_GROWTH_STEPS)
+    if isinstance(loss_scale, numbers.Real) and not isinstance(loss_scale, bool):
+        return FixedLossScaleManager(float(loss_scale))
+    raise ValueError(
+        f"loss_scale={loss_scale!r} is not supported; use 'dynamic', a number >= 1, or a LossScaleManager."
+    )
+
+
+class MixedPrecisionOptimizer(LossScaleOptimizer):
+    """A ``LossScaleOptimizer`` that first rewrites the graph computing each loss it differentiates.
+
+    The rewrite runs once per loss tensor; its reports are kept in ``rewrite_reports``.
+    """
+
+    def __init__(self, opt: tf.compat.v1.train.Optimizer, loss_scale_manager: LossScaleManager,
+                 precision: tf.DType, rewrite_options: Dict[str, Any],
+                 max_consecutive_skips_at_min: Optional[int] = 100) -> None:
+        super().__init__(opt, loss_scale_manager, max_consecutive_skips_at_min)
+        self.precision = precision
+        self._rewrite_options = rewrite_options
+        self._rewritten: Set[Tuple[tf.Graph, str]] = set()
+        self.rewrite_reports: list = []
+
+    def compute_gradients(self, loss, *args, **kwargs):
+        if callable(loss):
+            loss = loss()
+        key = (loss.graph, loss.name)
+        if key not in self._rewritten:
+            report: RewriteReport = rewrite(loss, self.precision, **self._rewrite_options)
+            self.rewrite_reports.append(report)
+            loss = report.remap(loss)
+            self._rewritten.add((loss.graph, loss.name))
+        return super().compute_gradients(loss, *args, **kwargs)
+
+
+def enable_mixed_precision(
+    optimizer: tf.compat.v1.train.Optimizer,
+    precision: PrecisionLike = "float16",
+    loss_scale: LossScaleLike = None,
+    max_consecutive_skips_at_min: Optional[int] = 100,
+    **rewrite_options: Any,
+) -> MixedPrecisionOptimizer:
+    """Wrap ``optimizer`` for mixed-precision training; the graph is rewritten when gradients are computed.
+
+    ``rewrite_options`` go to ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...).
+
+    Example::
+
+        loss = tf.compat.v1.losses.get_total_loss()
+        optimizer = slim_mp.enable_mixed_precision(
+            tf.compat.v1.train.MomentumOptimizer(0.01, 0.9), precision="float16")
+        train_op = slim.learning.create_train_op(loss, optimizer)   # rewrite + scaled gradients
+        print(optimizer.rewrite_reports[0].summary())
+    """
+    dtype = resolve_precision(precision)
+    manager = make_loss_scale_manager(loss_scale, dtype)
+    return MixedPrecisionOptimizer(optimizer, manager, dtype, rewrite_options, max_consecutive_skips_at_min)
