@@ -2,7 +2,8 @@
 
 Every op of the region gets a colour, low or float32, and a reason. Rules, in order:
 
-Sources (constants, placeholders, variable reads) are never painted: casts go after them.
+Sources (constants, placeholders, variable reads) and stateful ops (variable updates, random
+numbers) are never painted: casts go around them.
 
 1. Fixed float32: ops inside TF1 control flow, function calls and functional loops/conds,
    ops under a keep-float32 name scope, ``deny`` and unlisted op types, and ops whose definition
@@ -64,6 +65,12 @@ class PaintConfig:
 
 def _is_variable_read(op: tf.Operation) -> bool:
     return op.type == "Identity" and op.inputs[0].dtype._is_ref_dtype
+
+
+def _never_painted(op: tf.Operation, classes: OpClasses) -> bool:
+    """Sources and stateful ops (variable updates, random numbers): casts go around them, silently."""
+    stateful = op.op_def.is_stateful and classes.class_of(op.type) != "allow"
+    return stateful or op.type in SOURCE_OP_TYPES or _is_variable_read(op)
 
 
 def _fixed_reason(op: tf.Operation, op_class: str, ports: OpPorts, config: PaintConfig) -> str:
@@ -143,7 +150,7 @@ def paint(region: Region, config: PaintConfig) -> Dict[tf.Operation, Decision]:
             already_low.add(op)
             continue
         op_port = op_ports(op)
-        if not op_port.has_float_data or op.type in SOURCE_OP_TYPES or _is_variable_read(op):
+        if not op_port.has_float_data or _never_painted(op, config.classes):
             continue
         ports[op] = op_port
         if op.type == "Cast":

@@ -1,8 +1,9 @@
 """``slim_mp.rewrite``: run a built TF-Slim graph in float16 or bfloat16, without editing the network.
 
 The pipeline, one module per step: ``select`` (the ops computing the fetches) -> ``op_classes``
-(allow/infer/clear/deny tables) -> ``paint`` (low or float32 per op) -> ``rebuild`` (new ops,
-shared casts, consumers re-routed) -> ``report``.
+(allow/infer/clear/deny tables) -> ``paint`` (low or float32 per op) -> ``refine`` (move the
+tail's casts to where they are fewest) -> ``rebuild`` (new ops, shared casts, consumers
+re-routed) -> ``report``.
 """
 
 import collections
@@ -16,6 +17,7 @@ from slim_mp.op_classes import default_classes
 from slim_mp.paint import LOW, PaintConfig, class_counts, low_ops, paint
 from slim_mp.precision import PrecisionLike, resolve_precision
 from slim_mp.rebuild import Rebuilder, planned_conversions
+from slim_mp.refine import demote_tail
 from slim_mp.report import RewriteReport, group_float32_ops
 from slim_mp.select import select_region
 
@@ -87,7 +89,7 @@ def rewrite(
     if include_update_ops and update_ops:
         region = select_region([fetches, update_ops])
     decisions = paint(region, PaintConfig(dtype, classes, list(keep_fp32_scopes), device))
-    low = low_ops(decisions, region)
+    low = demote_tail(low_ops(decisions, region), decisions, dtype)
     _check_before_gradients(low)
 
     notes = []

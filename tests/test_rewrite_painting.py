@@ -317,3 +317,32 @@ def test_default_tables_name_registered_ops_only():
         assert len(names) == len(set(names)), "an op type is in two classes"
         for op_type in names:
             check_op_type(op_type)
+
+
+def _dense_head(extra):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4, 6])
+        weights = tf.compat.v1.get_variable("w", [6, 3])
+        logits = extra(tf.matmul(x, weights, name="product"))
+        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=[0, 1, 2, 0], logits=logits))
+        report = slim_mp.rewrite(loss, "bfloat16", device_type="CPU")
+    return report, reachable_ops(loss)
+
+
+def test_tail_after_last_allow_op_runs_float32_when_that_saves_casts():
+    def add_bias(net):
+        return tf.nn.bias_add(net, tf.compat.v1.get_variable("b", [3]), name="logits")
+
+    report, ops = _dense_head(add_bias)
+    by_name = {op.name: op for op in ops}
+    assert by_name["logits"].outputs[0].dtype == tf.float32
+    to_float32 = [op for op in ops_of_type(ops, "Cast") if op.get_attr("DstT") == tf.float32]
+    assert [c.inputs[0].op.name for c in to_float32] == ["product_bf16"]
+    assert len(report.casts) == 3  # x, w, and the product back to float32 (the bias is not cast)
+
+
+def test_tail_stays_low_when_float32_would_not_save_casts():
+    report, ops = _dense_head(lambda net: tf.nn.relu(net, name="activation"))
+    by_name = {op.name: op for op in ops}
+    assert by_name["activation_bf16"].outputs[0].dtype == tf.bfloat16

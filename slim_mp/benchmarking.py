@@ -1,0 +1,131 @@
+"""Side-by-side train-step timing of float32, slim_mp, grappler's AMP and an all-low-precision floor.
+
+Every configuration is built in its own graph and session inside one process, then timed
+interleaved (A, B, C, D, B, C, D, A, ...) so that machine noise hits all of them alike; the
+result per configuration is the median step time. Used by ``scripts/benchmark_rewrite.py``.
+"""
+
+import dataclasses
+import statistics
+import time
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+
+import slim_mp
+from nets import nets_factory
+
+CONFIGS = ("float32", "slim_mp", "grappler", "floor")
+
+
+@dataclasses.dataclass
+class TrainStep:
+    """One built configuration: a session ready to run ``train_op``."""
+
+    name: str
+    session: tf.compat.v1.Session
+    train_op: tf.Operation
+    pass_seconds: Optional[float] = None
+    graph_casts: Optional[int] = None
+
+
+def _low_precision_getter(precision: tf.DType):
+    """A custom getter: float32 storage, trainable weights read as ``precision`` (batch-norm params stay float32)."""
+    def getter(base_getter, name, *args, **kwargs):
+        kwargs["dtype"] = tf.float32
+        variable = base_getter(name, *args, **kwargs)
+        keep_float32 = not kwargs.get("trainable", True) or name.endswith(("/gamma", "/beta"))
+        return variable if keep_float32 else tf.cast(variable, precision)
+    return getter
+
+
+def _grappler_config(precision: tf.DType, device_type: str) -> config_pb2.ConfigProto:
+    """Session config that turns on grappler's auto mixed precision for ``precision`` on ``device_type``."""
+    rewrite_options = rewriter_config_pb2.RewriterConfig()
+    on = rewriter_config_pb2.RewriterConfig.ON
+    if precision == tf.bfloat16:
+        rewrite_options.auto_mixed_precision_onednn_bfloat16 = on
+    elif device_type == "GPU":
+        rewrite_options.auto_mixed_precision = on
+    else:
+        rewrite_options.auto_mixed_precision_cpu = on
+    return config_pb2.ConfigProto(graph_options=config_pb2.GraphOptions(rewrite_options=rewrite_options))
+
+
+def build_train_step(config: str, model_name: str, precision: tf.DType, batch_size: int,
+                     image_size: Optional[int], num_classes: int = 1000, seed: int = 0) -> TrainStep:
+    """Build a Momentum train step of ``model_name`` (cross-entropy loss, random fixed inputs) for ``config``."""
+    if config not in CONFIGS:
+        raise ValueError(f"Unknown benchmark configuration {config!r}; use one of {', '.join(CONFIGS)}.")
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(seed)
+        network_fn = nets_factory.get_network_fn(model_name, num_classes, is_training=True)
+        size = image_size or network_fn.default_image_size
+        rng = np.random.RandomState(seed)
+        images = tf.constant(rng.uniform(-1, 1, size=[batch_size, size, size, 3]).astype(np.float32))
+        labels = tf.constant(rng.randint(0, num_classes, size=[batch_size]).astype(np.int64))
+        if config == "floor":
+            with tf.compat.v1.variable_scope("", custom_getter=_low_precision_getter(precision)):
+                logits, _ = network_fn(tf.cast(images, precision))
+            logits = tf.cast(logits, tf.float32)
+        else:
+            logits, _ = network_fn(images)
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, tf.reshape(logits, [batch_size, -1]))
+        step = TrainStep(config, None, None)
+        if config == "slim_mp":
+            report = slim_mp.rewrite(loss, precision)
+            step.pass_seconds = report.seconds
+        optimizer = tf.compat.v1.train.MomentumOptimizer(0.001, 0.9)
+        with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
+            step.train_op = optimizer.minimize(loss)
+        step.graph_casts = sum(1 for op in graph.get_operations() if op.type == "Cast")
+        session_config = _grappler_config(precision, _device_type()) if config == "grappler" else None
+        step.session = tf.compat.v1.Session(graph=graph, config=session_config)
+        step.session.run(tf.compat.v1.global_variables_initializer())
+    return step
+
+
+def _device_type() -> str:
+    return "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
+
+
+def executed_casts(step: TrainStep) -> int:
+    """Cast ops in the graph TensorFlow actually executes for one step (after grappler's rewrites)."""
+    options = tf.compat.v1.RunOptions(output_partition_graphs=True)
+    metadata = tf.compat.v1.RunMetadata()
+    step.session.run(step.train_op, options=options, run_metadata=metadata)
+    return sum(1 for graph in metadata.partition_graphs for node in graph.node if node.op == "Cast")
+
+
+def interleaved_medians(runs: Dict[str, Callable[[], None]], rounds: int, warmup: int,
+                        progress: Optional[Callable[[str], None]] = None) -> Dict[str, float]:
+    """Median seconds per call of each run, measured in rotating order, after ``warmup`` untimed calls each."""
+    names = list(runs)
+    for name in names:
+        for _ in range(warmup):
+            runs[name]()
+    times: Dict[str, List[float]] = {name: [] for name in names}
+    for round_index in range(rounds):
+        order = names[round_index % len(names):] + names[:round_index % len(names)]
+        for name in order:
+            started = time.perf_counter()
+            runs[name]()
+            times[name].append(time.perf_counter() - started)
+        if progress:
+            progress(f"round {round_index + 1}/{rounds}: " + " ".join(
+                f"{n}={statistics.median(t):.3f}s" for n, t in times.items()))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def cpu_features() -> Dict[str, bool]:
+    """Which low-precision CPU instruction sets this machine has (Linux /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = set(handle.read().split())
+    except OSError:
+        flags = set()
+    return {"avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
+            "amx_fp16": "amx_fp16" in flags}

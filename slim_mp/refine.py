@@ -1,0 +1,61 @@
+"""Border refinement: move the casts after the last allow op to where they are fewest.
+
+Painting spreads low precision forward from the last conv/matmul into what follows it (bias add,
+squeeze, ...) until a float32 consumer (the loss) is met. That tail then needs casts both on
+its float32 side inputs (e.g. the logits bias) and on its exits. If running the tail in float32
+needs fewer casts (fewer, or as many but smaller), the tail is demoted: one cast on the allow op's
+output replaces them, the logits are computed in float32, and the backward pass saves the same
+number of casts.
+"""
+
+import collections
+from typing import Dict, List, Sequence, Set, Tuple
+
+import tensorflow as tf
+
+from slim_mp.op_ports import OpPorts
+from slim_mp.paint import FLOAT32, Decision
+from slim_mp.rebuild import planned_conversions
+
+
+def _tail(low: Set[tf.Operation], decisions: Dict[tf.Operation, Decision]) -> Set[tf.Operation]:
+    """Low ops from which no allow op can be reached through low ops."""
+    producers: Dict[tf.Operation, List[tf.Operation]] = collections.defaultdict(list)
+    for op in low:
+        for tensor in op.inputs:
+            if tensor.op in low:
+                producers[op].append(tensor.op)
+    feeds_allow = {op for op in low if decisions[op].op_class == "allow"}
+    queue = collections.deque(feeds_allow)
+    while queue:
+        for producer in producers[queue.popleft()]:
+            if producer not in feeds_allow:
+                feeds_allow.add(producer)
+                queue.append(producer)
+    return low - feeds_allow
+
+
+def _cost(low: Sequence[tf.Operation], ports: Dict[tf.Operation, OpPorts], precision: tf.DType) -> Tuple[int, int]:
+    casts = [c for c in planned_conversions(low, ports, precision) if c.kind == "cast"]
+    return len(casts), sum(c.bytes_per_step or 0 for c in casts)
+
+
+def demote_tail(low_ops: List[tf.Operation], decisions: Dict[tf.Operation, Decision],
+                precision: tf.DType) -> List[tf.Operation]:
+    """Return ``low_ops`` without the tail when float32 there costs fewer casts; update the decisions."""
+    low = set(low_ops)
+    tail = _tail(low, decisions) & set(decisions)
+    if not tail:
+        return low_ops
+    ports = {op: d.ports for op, d in decisions.items()}
+    kept = [op for op in low_ops if op not in tail]
+    cost_low, cost_float32 = _cost(low_ops, ports, precision), _cost(kept, ports, precision)
+    if cost_float32 >= cost_low:
+        return low_ops
+    for op in tail:
+        decisions[op].colour = FLOAT32
+        decisions[op].reason = (
+            f"after the last allow op, float32 needs fewer casts ({cost_float32[0]} vs {cost_low[0]})"
+        )
+    return kept
+
