@@ -1,0 +1,171 @@
+"""Look up a network of the zoo by its official TF-Slim name and build it inside its arg_scope.
+
+Each network module is imported only when one of its names is looked up, so
+the factory works for every module present and names the missing module
+otherwise.
+"""
+
+import difflib
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+import tensorflow as tf
+import tf_slim as slim
+
+
+@dataclass(frozen=True)
+class NetworkEntry:
+    """Where a network lives: its function, and its arg_scope function (possibly in another module)."""
+
+    module: str
+    function: str
+    arg_scope_module: str
+    arg_scope: str
+
+
+def _family(
+    module: str, arg_scope: str, *names: str, function: str = "{name}", arg_scope_module: Optional[str] = None
+) -> dict:
+    """Entries of one module keyed by network name; ``function``/``arg_scope`` may use ``{name}``."""
+    return {
+        name: NetworkEntry(module, function.format(name=name), arg_scope_module or module, arg_scope.format(name=name))
+        for name in names
+    }
+
+
+NETWORK_ENTRIES = {
+    **_family("nets.alexnet", "alexnet_v2_arg_scope", "alexnet_v2"),
+    **_family("nets.cifarnet", "cifarnet_arg_scope", "cifarnet"),
+    **_family("nets.overfeat", "overfeat_arg_scope", "overfeat"),
+    **_family("nets.vgg", "vgg_arg_scope", "vgg_a", "vgg_16", "vgg_19"),
+    **_family("nets.inception", "inception_v3_arg_scope", "inception_v1", "inception_v2", "inception_v3"),
+    **_family("nets.inception_v4", "inception_v4_arg_scope", "inception_v4"),
+    **_family("nets.inception_resnet_v2", "inception_resnet_v2_arg_scope", "inception_resnet_v2"),
+    **_family("nets.i3d", "i3d_arg_scope", "i3d"),
+    **_family("nets.s3dg", "s3dg_arg_scope", "s3dg"),
+    **_family("nets.lenet", "lenet_arg_scope", "lenet"),
+    **_family("nets.resnet_v1", "resnet_arg_scope", "resnet_v1_50", "resnet_v1_101", "resnet_v1_152", "resnet_v1_200"),
+    **_family("nets.resnet_v2", "resnet_arg_scope", "resnet_v2_50", "resnet_v2_101", "resnet_v2_152", "resnet_v2_200"),
+    # The basic-block ResNets share the arg_scope of the bottleneck ResNet v1.
+    **_family(
+        "nets.resnet_v1_basic", "resnet_arg_scope", "resnet_v1_18", "resnet_v1_34", arg_scope_module="nets.resnet_v1"
+    ),
+    **_family(
+        "nets.mobilenet_v1",
+        "mobilenet_v1_arg_scope",
+        "mobilenet_v1",
+        "mobilenet_v1_075",
+        "mobilenet_v1_050",
+        "mobilenet_v1_025",
+    ),
+    **_family("nets.mobilenet_v2", "mobilenet_v2_arg_scope", "mobilenet_v2", "mobilenet_v2_140", "mobilenet_v2_035"),
+    **_family(
+        "nets.mobilenet_v3",
+        "mobilenet_v3_arg_scope",
+        "mobilenet_v3_small",
+        "mobilenet_v3_large",
+        "mobilenet_v3_small_minimalistic",
+        "mobilenet_v3_large_minimalistic",
+        "mobilenet_edgetpu",
+        "mobilenet_edgetpu_075",
+    ),
+    **_family(
+        "nets.nasnet", "{name}_arg_scope", "nasnet_cifar", "nasnet_mobile", "nasnet_large", function="build_{name}"
+    ),
+    **_family("nets.pnasnet", "{name}_arg_scope", "pnasnet_mobile", "pnasnet_large", function="build_{name}"),
+}
+
+
+def network_names() -> list:
+    """All network names the factory knows, sorted."""
+    return sorted(NETWORK_ENTRIES)
+
+
+def _check_name(name: str) -> NetworkEntry:
+    """The entry of ``name``, or a ValueError that lists the valid names and the closest ones."""
+    if not isinstance(name, str):
+        raise TypeError(f"name={name!r} must be a network name string such as 'resnet_v1_50'.")
+    if name in NETWORK_ENTRIES:
+        return NETWORK_ENTRIES[name]
+    closest = difflib.get_close_matches(name, NETWORK_ENTRIES, n=3)
+    hint = f" (did you mean {', '.join(repr(match) for match in closest)}?)" if closest else ""
+    raise ValueError(f"name={name!r} is not a known network{hint}; use one of: {', '.join(network_names())}.")
+
+
+def _import_attribute(module_name: str, attribute: str, network: str) -> Callable:
+    """Import ``module_name`` and return its ``attribute``; ImportError naming the module when it is missing."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name != module_name:
+            raise
+        raise ImportError(
+            f"Network {network!r} needs module {module_name}, which does not exist yet; add it "
+            f"(with {attribute}) or pick another network."
+        ) from error
+    if not hasattr(module, attribute):
+        raise ImportError(f"Network {network!r} needs {module_name}.{attribute}, which the module does not define.")
+    return getattr(module, attribute)
+
+
+def network_function(name: str) -> Callable:
+    """The network function of ``name`` (imports its module)."""
+    entry = _check_name(name)
+    return _import_attribute(entry.module, entry.function, name)
+
+
+def arg_scope_function(name: str) -> Callable:
+    """The arg_scope function of ``name`` (imports its module)."""
+    entry = _check_name(name)
+    return _import_attribute(entry.arg_scope_module, entry.arg_scope, name)
+
+
+class _LazyFunctions(Mapping):
+    """A read-only name -> function mapping that imports each module on first lookup."""
+
+    def __init__(self, resolve: Callable[[str], Callable]) -> None:
+        self._resolve = resolve
+
+    def __getitem__(self, name: str) -> Callable:
+        if name not in NETWORK_ENTRIES:
+            raise KeyError(name)
+        return self._resolve(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(network_names())
+
+    def __len__(self) -> int:
+        return len(NETWORK_ENTRIES)
+
+
+networks_map = _LazyFunctions(network_function)
+arg_scopes_map = _LazyFunctions(arg_scope_function)
+
+
+def get_network_fn(
+    name: str,
+    num_classes: Optional[int],
+    weight_decay: float = 0.0,
+    is_training: bool = False,
+    **kwargs,
+) -> Callable:
+    """Return ``network_fn(images, **overrides) -> (logits, end_points)`` for the network ``name``.
+
+    The network is built inside its arg_scope (called with ``weight_decay``),
+    with ``num_classes``, ``is_training`` and ``kwargs`` (overridable per call)
+    passed to the network function. ``network_fn.default_image_size`` is the
+    network's own.
+    """
+    network = network_function(name)
+    arg_scope = arg_scope_function(name)
+
+    def network_fn(images: tf.Tensor, **overrides) -> tuple:
+        with slim.arg_scope(arg_scope(weight_decay=weight_decay)):
+            return network(images, num_classes=num_classes, is_training=is_training, **{**kwargs, **overrides})
+
+    network_fn.__name__ = name
+    network_fn.__doc__ = network.__doc__
+    network_fn.default_image_size = getattr(network, "default_image_size", None)
+    return network_fn

@@ -1,0 +1,41 @@
+"""Input checks and conversions shared by the preprocessing styles.
+
+Every style accepts one image ``[height, width, channels]`` with 1 or 3
+channels. Integer images use their dtype's full range (uint8: 0..255); float
+images are taken to lie in [0, 1], TensorFlow's convention for float images.
+Single-channel images are repeated to RGB, because every network of the zoo
+takes three channels unless ``use_grayscale`` asks for one.
+"""
+
+import tensorflow as tf
+
+
+def check_output_size(output_height: int, output_width: int) -> None:
+    """Reject output sizes that are not positive integers."""
+    for argument, value in (("output_height", output_height), ("output_width", output_width)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{argument}={value!r} must be a positive int (the side of the network input).")
+
+
+def to_float_rgb(image: tf.Tensor, max_value: float) -> tf.Tensor:
+    """Validate ``image`` and return it as float32 RGB with values in [0, ``max_value``]."""
+    image = tf.convert_to_tensor(image)
+    if image.shape.rank != 3:
+        raise ValueError(
+            f"image must be one [height, width, channels] image, got shape {image.shape}; "
+            "preprocess each image of a batch separately (e.g. with tf.map_fn)."
+        )
+    channels = image.shape[-1]
+    if channels not in (1, 3):
+        raise ValueError(f"image has {channels} channels; pass a grayscale (1) or RGB (3) image.")
+    if not (image.dtype.is_integer or image.dtype.is_floating):
+        raise TypeError(f"image has dtype {image.dtype.name}; pass an integer (e.g. uint8) or float image.")
+    image = tf.image.convert_image_dtype(image, tf.float32)
+    if channels == 1:
+        image = tf.image.grayscale_to_rgb(image)
+    return image * max_value if max_value != 1.0 else image
+
+
+def maybe_grayscale(image: tf.Tensor, use_grayscale: bool) -> tf.Tensor:
+    """Convert an RGB image to a single luminance channel when ``use_grayscale`` is set."""
+    return tf.image.rgb_to_grayscale(image) if use_grayscale else image

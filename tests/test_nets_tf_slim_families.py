@@ -1,0 +1,205 @@
+"""The zoo modules built on tf_slim's own nets: alexnet, overfeat, vgg, inception v1-v3, resnet v1/v2.
+
+Variable layouts of every name are checked through the factory in
+test_nets_factory.py; here: official end points and logits, numerical
+agreement with tf_slim's definitions (the wrappers must not change the
+computation), small forward passes and the pre-logits mode.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_slim as slim
+from reference import load_reference
+from tf_slim.nets import inception as slim_inception
+from tf_slim.nets import resnet_v1 as slim_resnet_v1
+from tf_slim.nets import resnet_v2 as slim_resnet_v2
+
+from nets import alexnet, inception, overfeat, resnet_v1, resnet_v2, vgg
+
+FUNCTIONS = {
+    "alexnet_v2": (alexnet.alexnet_v2, alexnet.alexnet_v2_arg_scope),
+    "overfeat": (overfeat.overfeat, overfeat.overfeat_arg_scope),
+    "vgg_a": (vgg.vgg_a, vgg.vgg_arg_scope),
+    "vgg_16": (vgg.vgg_16, vgg.vgg_arg_scope),
+    "vgg_19": (vgg.vgg_19, vgg.vgg_arg_scope),
+    "inception_v1": (inception.inception_v1, inception.inception_v3_arg_scope),
+    "inception_v2": (inception.inception_v2, inception.inception_v3_arg_scope),
+    "inception_v3": (inception.inception_v3, inception.inception_v3_arg_scope),
+    **{
+        f"resnet_v1_{depth}": (getattr(resnet_v1, f"resnet_v1_{depth}"), resnet_v1.resnet_arg_scope)
+        for depth in (50, 101, 152, 200)
+    },
+    **{
+        f"resnet_v2_{depth}": (getattr(resnet_v2, f"resnet_v2_{depth}"), resnet_v2.resnet_arg_scope)
+        for depth in (50, 101, 152, 200)
+    },
+}
+# Graph construction of the deepest ResNets takes tens of seconds on a small CPU.
+SLOW_NAMES = {"resnet_v1_152", "resnet_v1_200", "resnet_v2_152", "resnet_v2_200"}
+
+# Outputs of the same float32 graph computed two ways; only summation order may differ.
+FLOAT32_TOLERANCE = 1e-5
+
+
+def _name_params() -> list:
+    return [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_NAMES else name for name in FUNCTIONS]
+
+
+def _build_at_reference_size(name: str) -> tuple:
+    """Build ``name`` on a placeholder of the reference input shape; return (logits, end_points)."""
+    entry = load_reference()[name]
+    network, arg_scope = FUNCTIONS[name]
+    images = tf.compat.v1.placeholder(tf.float32, entry["input_shape"])
+    with slim.arg_scope(arg_scope()):
+        return network(images, num_classes=entry["num_classes"], is_training=True)
+
+
+@pytest.mark.parametrize("name", _name_params())
+def test_official_end_points_logits_and_image_size(name):
+    entry = load_reference()[name]
+    with tf.Graph().as_default():
+        logits, end_points = _build_at_reference_size(name)
+    missing = [key for key in entry["end_points"] if key not in end_points]
+    assert not missing, f"{name}: end points missing: {missing}"
+    wrong_shapes = {
+        key: (end_points[key].shape.as_list(), shape)
+        for key, shape in entry["end_point_shapes"].items()
+        if end_points[key].shape.as_list() != shape
+    }
+    assert not wrong_shapes, f"{name}: end point shapes differ (ours, official): {wrong_shapes}"
+    assert logits.name == entry["logits_name"]
+    assert logits.shape.as_list() == entry["logits_shape"]
+    assert end_points["Predictions"].shape.as_list() == entry["logits_shape"]
+    assert FUNCTIONS[name][0].default_image_size == entry["default_image_size"]
+
+
+def _run(fetches, images: tf.Tensor, batch: np.ndarray):
+    with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        return session.run(fetches, {images: batch})
+
+
+def _random_batch(shape: list) -> np.ndarray:
+    return np.random.RandomState(0).uniform(-1.0, 1.0, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "name, theirs, scope, size",
+    [
+        ("resnet_v1_50", slim_resnet_v1.resnet_v1_50, "resnet_v1_50", 64),
+        ("resnet_v2_50", slim_resnet_v2.resnet_v2_50, "resnet_v2_50", 64),
+        ("inception_v2", slim_inception.inception_v2, "InceptionV2", 64),
+        ("inception_v1", slim_inception.inception_v1, "InceptionV1", 224),
+    ],
+)
+def test_logits_equal_tf_slim_definition(name, theirs, scope, size):
+    """Sharing the variables (reuse), our logits equal tf_slim's, squeezed."""
+    ours, arg_scope = FUNCTIONS[name]
+    num_classes, shape = 5, [2, size, size, 3]
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, shape)
+        with slim.arg_scope(arg_scope()):
+            logits, end_points = ours(images, num_classes=num_classes, is_training=False, scope=scope)
+            reference_logits, _ = theirs(images, num_classes=num_classes, is_training=False, reuse=True, scope=scope)
+        ours_value, reference_value, predictions = _run(
+            [logits, reference_logits, end_points["Predictions"]], images, _random_batch(shape)
+        )
+    assert ours_value.shape == (2, num_classes)
+    np.testing.assert_allclose(ours_value, reference_value.reshape(2, num_classes), rtol=0, atol=FLOAT32_TOLERANCE)
+    np.testing.assert_allclose(predictions.sum(axis=1), 1.0, atol=FLOAT32_TOLERANCE)
+
+
+@pytest.mark.parametrize("name", ["resnet_v1_50", "inception_v2"])
+def test_training_forward_pass_is_finite(name):
+    network, arg_scope = FUNCTIONS[name]
+    num_classes, shape = 7, [2, 64, 64, 3]
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, shape)
+        with slim.arg_scope(arg_scope()):
+            logits, _ = network(images, num_classes=num_classes, is_training=True)
+        value = _run(logits, images, _random_batch(shape))
+    assert value.shape == (2, num_classes)
+    assert np.all(np.isfinite(value))
+
+
+@pytest.mark.parametrize(
+    "network, feature_key, channels, num_classes",
+    [
+        (resnet_v1.resnet_v1_50, "global_pool", 2048, None),
+        (resnet_v2.resnet_v2_50, "global_pool", 2048, 0),
+        (inception.inception_v1, "AvgPool_0a_7x7", 1024, 0),
+        (inception.inception_v2, "AvgPool_1a", 1024, None),
+    ],
+)
+def test_no_classes_returns_pooled_features_without_logits(network, feature_key, channels, num_classes):
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [2, 64, 64, 3])
+        features, end_points = network(images, num_classes=num_classes)
+        variable_names = [v.op.name for v in tf.compat.v1.global_variables()]
+    assert features is end_points[feature_key]
+    assert features.shape.as_list() == [2, 1, 1, channels]
+    assert "Predictions" not in end_points
+    assert not [name for name in variable_names if "logits" in name.lower()]
+
+
+def test_inception_global_pool_accepts_larger_inputs():
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 320, 320, 3])
+        logits, end_points = inception.inception_v1(images, num_classes=3, global_pool=True)
+    assert end_points["global_pool"].shape.as_list() == [1, 1, 1, 1024]
+    assert logits.shape.as_list() == [1, 3]
+
+
+def test_resnet_without_spatial_squeeze_keeps_4d_logits():
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [2, 64, 64, 3])
+        logits, end_points = resnet_v1.resnet_v1_50(images, num_classes=4, spatial_squeeze=False)
+    assert logits.shape.as_list() == [2, 1, 1, 4]
+    assert "resnet_v1_50/spatial_squeeze" not in end_points
+
+
+def test_resnet_depth_multiplier_scales_bottlenecks_with_a_floor():
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 64, 64, 3])
+        resnet_v2.resnet_v2_50(images, num_classes=4, depth_multiplier=0.1, min_base_depth=16)
+        weights = {v.op.name: v.shape.as_list() for v in tf.compat.v1.global_variables()}
+    # block1 base depth 64 * 0.1 = 6 -> floor 16; block4 base depth 512 * 0.1 = 51.
+    assert weights["resnet_v2_50/block1/unit_1/bottleneck_v2/conv1/weights"] == [1, 1, 64, 16]
+    assert weights["resnet_v2_50/block4/unit_1/bottleneck_v2/conv1/weights"][-1] == 51
+
+
+@pytest.mark.parametrize(
+    "network, bad_argument",
+    [
+        (alexnet.alexnet_v2, {"num_classes": 0}),
+        (vgg.vgg_16, {"num_classes": None}),
+        (inception.inception_v3, {"depth_multiplier": 0.0}),
+        (resnet_v1.resnet_v1_50, {"depth_multiplier": -1.0}),
+    ],
+)
+def test_bad_arguments_raise_value_error_naming_them(network, bad_argument):
+    argument = next(iter(bad_argument))
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 224, 224, 3])
+        with pytest.raises(ValueError, match=argument):
+            network(images, **bad_argument)
+
+
+@pytest.mark.slow
+def test_inception_v3_logits_and_aux_logits_equal_tf_slim_definition():
+    num_classes, shape = 5, [1, 299, 299, 3]
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, shape)
+        with slim.arg_scope(inception.inception_v3_arg_scope()):
+            logits, end_points = inception.inception_v3(images, num_classes=num_classes, is_training=False)
+            reference_logits, reference_end_points = slim_inception.inception_v3(
+                images, num_classes=num_classes, is_training=False, reuse=True
+            )
+        values = _run(
+            [logits, end_points["AuxLogits"], reference_logits, reference_end_points["AuxLogits"]],
+            images,
+            _random_batch(shape),
+        )
+    np.testing.assert_allclose(values[0], values[2], rtol=0, atol=FLOAT32_TOLERANCE)
+    np.testing.assert_allclose(values[1], values[3], rtol=0, atol=FLOAT32_TOLERANCE)
