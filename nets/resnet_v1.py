@@ -6,110 +6,22 @@ logits ``[batch, num_classes]`` (``spatial_squeeze``), the ``global_pool`` and
 and ``default_image_size``.
 """
 
-from typing import Optional
-
-import tensorflow as tf
 from tf_slim.nets import resnet_utils as _slim_resnet_utils
 from tf_slim.nets import resnet_v1 as _slim_resnet_v1
 
-from nets.slim_adapters import ResNetOptions, build_resnet
+from nets.slim_adapters import resnet_network
 
 resnet_arg_scope = _slim_resnet_utils.resnet_arg_scope
 
 DEFAULT_IMAGE_SIZE = 224
 
 
-def resnet_v1_50(
-    inputs: tf.Tensor,
-    num_classes: Optional[int] = None,
-    is_training: bool = True,
-    global_pool: bool = True,
-    output_stride: Optional[int] = None,
-    spatial_squeeze: bool = True,
-    min_base_depth: int = 8,
-    depth_multiplier: float = 1,
-    reuse: Optional[bool] = None,
-    scope: str = "resnet_v1_50",
-) -> tuple:
-    """ResNet-50 v1: returns ``(logits, end_points)``, or the pooled features when ``num_classes`` is 0/None."""
-    options = ResNetOptions(
-        num_classes, is_training, global_pool, output_stride, spatial_squeeze, min_base_depth, depth_multiplier, reuse
-    )
-    return build_resnet(
-        inputs, _slim_resnet_v1.resnet_v1, _slim_resnet_v1.resnet_v1_block, 50, options, scope, "resnet_v1"
-    )
+def _make(depth: int):
+    return resnet_network(_slim_resnet_v1.resnet_v1, _slim_resnet_v1.resnet_v1_block,
+                          "resnet_v1", depth, DEFAULT_IMAGE_SIZE)
 
 
-resnet_v1_50.default_image_size = DEFAULT_IMAGE_SIZE
-
-
-def resnet_v1_101(
-    inputs: tf.Tensor,
-    num_classes: Optional[int] = None,
-    is_training: bool = True,
-    global_pool: bool = True,
-    output_stride: Optional[int] = None,
-    spatial_squeeze: bool = True,
-    min_base_depth: int = 8,
-    depth_multiplier: float = 1,
-    reuse: Optional[bool] = None,
-    scope: str = "resnet_v1_101",
-) -> tuple:
-    """ResNet-101 v1: returns ``(logits, end_points)``, or the pooled features when ``num_classes`` is 0/None."""
-    options = ResNetOptions(
-        num_classes, is_training, global_pool, output_stride, spatial_squeeze, min_base_depth, depth_multiplier, reuse
-    )
-    return build_resnet(
-        inputs, _slim_resnet_v1.resnet_v1, _slim_resnet_v1.resnet_v1_block, 101, options, scope, "resnet_v1"
-    )
-
-
-resnet_v1_101.default_image_size = DEFAULT_IMAGE_SIZE
-
-
-def resnet_v1_152(
-    inputs: tf.Tensor,
-    num_classes: Optional[int] = None,
-    is_training: bool = True,
-    global_pool: bool = True,
-    output_stride: Optional[int] = None,
-    spatial_squeeze: bool = True,
-    min_base_depth: int = 8,
-    depth_multiplier: float = 1,
-    reuse: Optional[bool] = None,
-    scope: str = "resnet_v1_152",
-) -> tuple:
-    """ResNet-152 v1: returns ``(logits, end_points)``, or the pooled features when ``num_classes`` is 0/None."""
-    options = ResNetOptions(
-        num_classes, is_training, global_pool, output_stride, spatial_squeeze, min_base_depth, depth_multiplier, reuse
-    )
-    return build_resnet(
-        inputs, _slim_resnet_v1.resnet_v1, _slim_resnet_v1.resnet_v1_block, 152, options, scope, "resnet_v1"
-    )
-
-
-resnet_v1_152.default_image_size = DEFAULT_IMAGE_SIZE
-
-
-def resnet_v1_200(
-    inputs: tf.Tensor,
-    num_classes: Optional[int] = None,
-    is_training: bool = True,
-    global_pool: bool = True,
-    output_stride: Optional[int] = None,
-    spatial_squeeze: bool = True,
-    min_base_depth: int = 8,
-    depth_multiplier: float = 1,
-    reuse: Optional[bool] = None,
-    scope: str = "resnet_v1_200",
-) -> tuple:
-    """ResNet-200 v1: returns ``(logits, end_points)``, or the pooled features when ``num_classes`` is 0/None."""
-    options = ResNetOptions(
-        num_classes, is_training, global_pool, output_stride, spatial_squeeze, min_base_depth, depth_multiplier, reuse
-    )
-    return build_resnet(
-        inputs, _slim_resnet_v1.resnet_v1, _slim_resnet_v1.resnet_v1_block, 200, options, scope, "resnet_v1"
-    )
-
-
-resnet_v1_200.default_image_size = DEFAULT_IMAGE_SIZE
+resnet_v1_50 = _make(50)
+resnet_v1_101 = _make(101)
+resnet_v1_152 = _make(152)
+resnet_v1_200 = _make(200)

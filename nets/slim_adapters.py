@@ -7,7 +7,6 @@ point. The helpers here add exactly those outputs; they create no variables
 beyond the official ones.
 """
 
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 import tensorflow as tf
@@ -94,48 +93,39 @@ def resnet_classifier(
     return logits, end_points
 
 
-@dataclass(frozen=True)
-class ResNetOptions:
-    """Arguments shared by every official bottleneck ResNet function."""
+def resnet_network(trunk_fn: Callable, block_fn: Callable, family: str, depth: int,
+                   default_image_size: int = 224) -> Callable:
+    """Make the official ``<family>_<depth>`` function on tf_slim's trunk (``trunk_fn``) plus the official head.
 
-    num_classes: Optional[int]
-    is_training: bool
-    global_pool: bool
-    output_stride: Optional[int]
-    spatial_squeeze: bool
-    min_base_depth: int
-    depth_multiplier: float
-    reuse: Optional[bool]
-
-
-def build_resnet(
-    inputs: tf.Tensor,
-    trunk_fn: Callable,
-    block_fn: Callable,
-    depth: int,
-    options: ResNetOptions,
-    scope: str,
-    default_scope: str,
-) -> tuple:
-    """Build a tf_slim ResNet trunk (``trunk_fn`` = tf_slim's resnet_v1/resnet_v2) plus the official head.
-
-    The trunk is built inside the network's variable scope, re-entered by
-    tf_slim, so the head's ``logits`` variables land at ``<scope>/logits`` as
-    in the official checkpoints.
+    The trunk is built inside the network's variable scope, re-entered by tf_slim, so the head's
+    ``logits`` variables land at ``<scope>/logits`` as in the official checkpoints.
     """
-    blocks = bottleneck_blocks(block_fn, depth, options.min_base_depth, options.depth_multiplier)
-    with tf.compat.v1.variable_scope(scope, default_scope, [inputs], reuse=options.reuse) as net_scope:
-        features, end_points = trunk_fn(
-            inputs,
-            blocks,
-            num_classes=None,
-            is_training=options.is_training,
-            global_pool=options.global_pool,
-            output_stride=options.output_stride,
-            include_root_block=True,
-            reuse=options.reuse,
-            scope=net_scope,
-        )
-        return resnet_classifier(
-            features, end_points, net_scope.name, options.num_classes, options.global_pool, options.spatial_squeeze
-        )
+    name = f"{family}_{depth}"
+
+    def network(
+        inputs: tf.Tensor,
+        num_classes: Optional[int] = None,
+        is_training: bool = True,
+        global_pool: bool = True,
+        output_stride: Optional[int] = None,
+        spatial_squeeze: bool = True,
+        min_base_depth: int = 8,
+        depth_multiplier: float = 1,
+        reuse: Optional[bool] = None,
+        scope: str = name,
+    ) -> tuple:
+        blocks = bottleneck_blocks(block_fn, depth, min_base_depth, depth_multiplier)
+        with tf.compat.v1.variable_scope(scope, name, [inputs], reuse=reuse) as net_scope:
+            features, end_points = trunk_fn(
+                inputs, blocks, num_classes=None, is_training=is_training, global_pool=global_pool,
+                output_stride=output_stride, include_root_block=True, reuse=reuse, scope=net_scope,
+            )
+            return resnet_classifier(features, end_points, net_scope.name, num_classes, global_pool, spatial_squeeze)
+
+    network.__name__ = network.__qualname__ = name
+    network.__doc__ = (
+        f"ResNet-{depth} ({family}): returns ``(logits, end_points)``, or the pooled features when "
+        "``num_classes`` is 0/None."
+    )
+    network.default_image_size = default_image_size
+    return network
