@@ -35,3 +35,11 @@ def float32_math_ops(ops: Iterable[tf.Operation]) -> List[str]:
 
 def ops_of_type(ops: Iterable[tf.Operation], op_type: str) -> List[tf.Operation]:
     return [op for op in ops if op.type == op_type]
+
+
+def softmax(logits):
+    """Row-wise softmax in float64 (the reference for a network's ``Predictions``)."""
+    import numpy as np
+
+    shifted = np.exp(np.asarray(logits, np.float64) - np.max(logits, axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)

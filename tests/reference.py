@@ -55,3 +55,18 @@ def assert_matches_reference(name: str, build: BuildFn) -> None:
         f"({len(actual)} built, {len(expected)} expected)\n"
         f"missing (first 20): {missing}\nunexpected (first 20): {extra}"
     )
+
+
+def assert_official_outputs(name: str, build: BuildFn) -> None:
+    """``assert_matches_reference`` plus the official end-point shapes and logits shape."""
+    entry = load_reference()[name]
+    built = {}
+
+    def keep_outputs(images: tf.Tensor, num_classes: int):
+        built["logits"], built["end_points"] = build(images, num_classes)
+        return built["logits"], built["end_points"]
+
+    assert_matches_reference(name, keep_outputs)
+    shapes = {key: tensor.shape.as_list() for key, tensor in built["end_points"].items()}
+    assert shapes == entry["end_point_shapes"]
+    assert built["logits"].shape.as_list() == entry["logits_shape"]

@@ -1,0 +1,76 @@
+"""Atomic checkpoints: a save that fails, or a run killed mid-save, leaves the previous checkpoint usable."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import slim_mp  # noqa: F401
+from slim_mp.checkpoint_io import MAX_TO_KEEP, TEMP_DIR_PREFIX, atomic_save
+
+tf1 = tf.compat.v1
+
+
+def make_graph():
+    """Two variables and a saver over both; returns (graph, weight, other, saver)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        weight = tf1.Variable(tf.constant([1.0, 2.0]), name="weight")
+        other = tf1.Variable(tf.constant(7.0), name="other")
+        saver = tf1.train.Saver(max_to_keep=None)
+    return graph, weight, other, saver
+
+
+def load_weight(checkpoint: str) -> np.ndarray:
+    return tf.train.load_checkpoint(checkpoint).get_tensor("weight")
+
+
+def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_latest_and_loadable(tmp_path):
+    train_dir = str(tmp_path)
+    graph, weight, other, saver = make_graph()
+    with graph.as_default(), tf1.Session(graph=graph) as session:
+        session.run(tf1.global_variables_initializer())
+        first = atomic_save(saver, session, train_dir, 1)
+    with graph.as_default(), tf1.Session(graph=graph) as session:
+        session.run(weight.initializer)  # `other` stays uninitialised: the next save fails while writing
+        session.run(weight.assign([5.0, 6.0]))
+        with pytest.raises(tf.errors.FailedPreconditionError):
+            atomic_save(saver, session, train_dir, 2)
+    assert tf.train.latest_checkpoint(train_dir) == first
+    np.testing.assert_array_equal(load_weight(first), [1.0, 2.0])
+    assert not [name for name in os.listdir(train_dir) if name.startswith(TEMP_DIR_PREFIX)]
+
+
+def test_files_left_by_a_killed_save_are_ignored_and_cleaned_up(tmp_path):
+    train_dir = str(tmp_path)
+    graph, weight, _, saver = make_graph()
+    with graph.as_default(), tf1.Session(graph=graph) as session:
+        session.run(tf1.global_variables_initializer())
+        first = atomic_save(saver, session, train_dir, 1)
+        # What a kill between moving the data file and the index of step 2 leaves behind:
+        data_file = next(name for name in os.listdir(train_dir) if ".data-" in name)
+        with open(os.path.join(train_dir, data_file.replace("-1.", "-2.")), "wb") as handle:
+            handle.write(b"partial")
+        os.makedirs(os.path.join(train_dir, TEMP_DIR_PREFIX + "stale"))
+        assert tf.train.latest_checkpoint(train_dir) == first
+        session.run(weight.assign([3.0, 4.0]))
+        second = atomic_save(saver, session, train_dir, 2)
+    assert tf.train.latest_checkpoint(train_dir) == second
+    np.testing.assert_array_equal(load_weight(second), [3.0, 4.0])
+    assert not [name for name in os.listdir(train_dir) if name.startswith(TEMP_DIR_PREFIX)]
+
+
+def test_only_the_last_checkpoints_are_kept_and_listed_relative(tmp_path):
+    train_dir = str(tmp_path)
+    graph, _, _, saver = make_graph()
+    with graph.as_default(), tf1.Session(graph=graph) as session:
+        session.run(tf1.global_variables_initializer())
+        for step in range(MAX_TO_KEEP + 2):
+            atomic_save(saver, session, train_dir, step)
+    state = tf.train.get_checkpoint_state(train_dir)
+    kept = [os.path.basename(path) for path in state.all_model_checkpoint_paths]
+    assert kept == [f"model.ckpt-{step}" for step in range(2, MAX_TO_KEEP + 2)]
+    assert not any(name.startswith("model.ckpt-0.") or name.startswith("model.ckpt-1.") for name in os.listdir(train_dir))
+    with open(os.path.join(train_dir, "checkpoint"), encoding="utf-8") as handle:
+        assert str(tmp_path) not in handle.read()  # relative paths: the folder can be moved
