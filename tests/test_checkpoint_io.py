@@ -71,6 +71,7 @@ def test_only_the_last_checkpoints_are_kept_and_listed_relative(tmp_path):
     state = tf.train.get_checkpoint_state(train_dir)
     kept = [os.path.basename(path) for path in state.all_model_checkpoint_paths]
     assert kept == [f"model.ckpt-{step}" for step in range(2, MAX_TO_KEEP + 2)]
-    assert not any(name.startswith("model.ckpt-0.") or name.startswith("model.ckpt-1.") for name in os.listdir(train_dir))
+    deleted = ("model.ckpt-0.", "model.ckpt-1.")
+    assert not any(name.startswith(deleted) for name in os.listdir(train_dir))
     with open(os.path.join(train_dir, "checkpoint"), encoding="utf-8") as handle:
         assert str(tmp_path) not in handle.read()  # relative paths: the folder can be moved

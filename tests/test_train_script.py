@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from script_runs import (
     EVAL_SCRIPT,
@@ -58,6 +59,19 @@ def test_bfloat16_run_trains_float32_master_weights_as_well_as_float32(runs_dir,
     assert abs(mixed["accuracy"] - reference["accuracy"]) <= 0.1
     assert checkpoint_tensor(mixed_run.train_dir, "LeNet/conv1/weights").dtype == np.float32
     assert [int(line["step"]) for line in progress_lines(mixed_run.stdout)] == [10, 20, 30]
+    tags = summary_tags(mixed_run.train_dir)
+    assert {"summaries/total_loss", "summaries/learning_rate", "summaries/losses/regularization"} <= tags
+    assert any("loss_scale" in tag for tag in tags) and any("skipped_steps" in tag for tag in tags)
+
+
+def summary_tags(train_dir: str) -> set:
+    """The scalar tags of the TensorBoard events in ``train_dir``."""
+    tags = set()
+    for name in os.listdir(train_dir):
+        if name.startswith("events.out.tfevents"):
+            for event in tf.compat.v1.train.summary_iterator(os.path.join(train_dir, name)):
+                tags.update(value.tag for value in event.summary.value)
+    return tags
 
 
 def test_resume_continues_the_global_step_and_the_dynamic_loss_scale(tmp_path):

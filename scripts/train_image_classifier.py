@@ -1,0 +1,24 @@
+"""Train a TF-Slim network on a dataset, in float32 or mixed precision (float16 / bfloat16).
+
+    python scripts/train_image_classifier.py --train_dir=runs/lenet --dataset_name=fashion_mnist \
+        --model_name=lenet --max_number_of_steps=1000 --precision=bfloat16
+
+Every flag of TF-Slim's original ``train_image_classifier.py`` keeps its name, default and
+meaning; ``--precision``, ``--loss_scale*`` and ``--mp_*`` are new. Bad input prints one
+``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
+"""
+
+from slim_mp import flags
+from slim_mp.train_config import TrainConfig
+from slim_mp.training import train
+
+flags.define_flags(TrainConfig)
+
+
+def main() -> None:
+    """Train with the options given on the command line."""
+    train(flags.config_from_flags(TrainConfig))
+
+
+if __name__ == "__main__":
+    flags.run(main)

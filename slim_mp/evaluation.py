@@ -1,0 +1,160 @@
+"""Evaluate a checkpoint on a whole split: top-1, top-5 and mean loss, every example counted exactly once."""
+
+import dataclasses
+import json
+import os
+from typing import Callable, ContextManager, Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tf_slim as slim
+from absl import logging
+
+from slim_mp.checkpoint_restore import resolve_checkpoint
+from slim_mp.datasets import get_dataset
+from slim_mp.input_pipeline import InputOptions, next_batch
+from slim_mp.model_setup import input_size, network_and_preprocessing, prepare_output_dir
+from slim_mp.precision_options import PrecisionOptions, write_reports
+from slim_mp.rewrite import rewrite
+
+tf1 = tf.compat.v1
+
+METRICS_FILENAME = "metrics.json"
+TOP_K = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """Options of one evaluation (the field names are the flag names of ``eval_image_classifier.py``)."""
+
+    checkpoint_path: str = "/tmp/tfmodel/"
+    eval_dir: str = "/tmp/tfmodel/"
+    master: str = ""
+    num_preprocessing_threads: int = 4
+    dataset_name: str = "imagenet"
+    dataset_split_name: str = "test"
+    dataset_dir: Optional[str] = None
+    labels_offset: int = 0
+    model_name: str = "inception_v3"
+    preprocessing_name: Optional[str] = None
+    batch_size: int = 100
+    max_num_batches: Optional[int] = None
+    eval_image_size: Optional[int] = None
+    moving_average_decay: Optional[float] = None
+    use_grayscale: bool = False
+    precision_options: PrecisionOptions = dataclasses.field(default_factory=PrecisionOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class _EvalGraph:
+    """The evaluation graph, its per-example outputs, and how to restore and read it."""
+
+    graph: tf.Graph
+    outputs: Dict[str, tf.Tensor]
+    saver: tf1.train.Saver
+    read_errors: Callable[[], ContextManager[None]]
+
+
+def _build(config: EvalConfig) -> _EvalGraph:
+    """Build input, network (rewritten for mixed precision), per-example loss/top-k, and the saver."""
+    graph = tf.Graph()
+    with graph.as_default():
+        dataset = get_dataset(config.dataset_name, config.dataset_split_name, config.dataset_dir or None)
+        num_classes = dataset.num_classes - config.labels_offset
+        network_fn, preprocess = network_and_preprocessing(
+            config.model_name, config.preprocessing_name, num_classes, 0.0,
+            is_training=False, use_grayscale=config.use_grayscale,
+        )
+        options = InputOptions(
+            batch_size=config.batch_size,
+            image_size=input_size(config.eval_image_size, network_fn, "--eval_image_size"),
+            is_training=False,
+            num_preprocessing_threads=config.num_preprocessing_threads,
+            labels_offset=config.labels_offset,
+            use_grayscale=config.use_grayscale,
+        )
+        images, labels = next_batch(dataset, preprocess, options)
+        logits, _ = network_fn(images)
+        if config.precision_options.mixed:
+            report = rewrite(logits, config.precision_options.precision, **config.precision_options.rewrite_options())
+            logging.info("%s", report.summary())
+            if config.precision_options.mp_report:
+                write_reports([report], config.precision_options.mp_report)
+            logits = report.remap(logits)
+        logits = tf.cast(logits, tf.float32)
+        outputs = {
+            "loss": tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits),
+            "top1": tf.math.in_top_k(targets=labels, predictions=logits, k=1),
+            "top5": tf.math.in_top_k(targets=labels, predictions=logits, k=min(TOP_K, num_classes)),
+        }
+        if config.moving_average_decay:
+            averages = tf1.train.ExponentialMovingAverage(config.moving_average_decay)
+            var_list = averages.variables_to_restore(slim.get_model_variables())
+        else:
+            var_list = slim.get_variables_to_restore()
+        return _EvalGraph(graph, outputs, tf1.train.Saver(var_list), dataset.read_errors)
+
+
+def _restore(built: _EvalGraph, session: tf1.Session, checkpoint: str) -> None:
+    """Restore the model (or its moving averages); a checkpoint of another model is a ValueError naming the flags."""
+    try:
+        built.saver.restore(session, checkpoint)
+    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:
+        raise ValueError(
+            f"--checkpoint_path={checkpoint} does not hold the variables of this model ({type(error).__name__}); "
+            "check --model_name, --dataset_name, --labels_offset and --moving_average_decay."
+        ) from error
+
+
+def _global_step(checkpoint: str) -> Optional[int]:
+    """The global step stored in ``checkpoint``, or None if it has none."""
+    reader = tf.train.load_checkpoint(checkpoint)
+    key = tf1.GraphKeys.GLOBAL_STEP
+    return int(reader.get_tensor(key)) if reader.has_tensor(key) else None
+
+
+def _sum_over_split(
+    built: _EvalGraph, checkpoint: str, max_num_batches: Optional[int]
+) -> Tuple[Dict[str, float], int]:
+    """Run the outputs batch by batch until the split (or ``max_num_batches``) ends; return their sums and count."""
+    sums = {"loss": 0.0, "top1": 0.0, "top5": 0.0}
+    num_examples = num_batches = 0
+    with tf1.Session(graph=built.graph) as session:
+        _restore(built, session, checkpoint)
+        with built.read_errors():  # a damaged input file becomes a ValueError naming it
+            while max_num_batches is None or num_batches < max_num_batches:
+                try:
+                    values = session.run(built.outputs)
+                except tf.errors.OutOfRangeError:
+                    break
+                for key in sums:
+                    sums[key] += float(np.sum(values[key], dtype=np.float64))
+                num_examples += len(values["loss"])
+                num_batches += 1
+    return sums, num_examples
+
+
+def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> Dict[str, object]:
+    """Evaluate the checkpoint of ``config``; print the metrics, write ``eval_dir/metrics.json`` and return them."""
+    if config.master:
+        raise ValueError(f"--master={config.master} is not yet supported (local evaluation only); use --master=''.")
+    if config.max_num_batches is not None and config.max_num_batches < 1:
+        raise ValueError(f"--max_num_batches={config.max_num_batches} must be >= 1; pass a positive count or unset it.")
+    checkpoint = resolve_checkpoint(config.checkpoint_path)
+    prepare_output_dir(config.eval_dir, "--eval_dir")
+    sums, num_examples = _sum_over_split(_build(config), checkpoint, config.max_num_batches)
+    if num_examples == 0:
+        raise ValueError(f"--dataset_split_name={config.dataset_split_name} has no examples; pick a non-empty split.")
+    metrics = {
+        "accuracy": sums["top1"] / num_examples,
+        "top5": sums["top5"] / num_examples,
+        "loss": sums["loss"] / num_examples,
+        "num_examples": num_examples,
+        "global_step": _global_step(checkpoint),
+        "checkpoint": checkpoint,
+    }
+    with open(os.path.join(config.eval_dir, METRICS_FILENAME), "w", encoding="utf-8") as handle:
+        json.dump(metrics, handle, indent=1)
+    print_line(" ".join(f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
+                        for key, value in metrics.items()))
+    return metrics

@@ -1,0 +1,79 @@
+"""tf.data input for training and evaluation: decode and preprocess in parallel, shuffle, repeat, batch, prefetch."""
+
+import dataclasses
+from typing import Callable, Optional, Tuple
+
+import tensorflow as tf
+
+from slim_mp.datasets import DatasetSpec
+
+PreprocessFn = Callable[[tf.Tensor, int, int], tf.Tensor]
+
+SHUFFLE_BUFFER_IMAGES = 2048
+
+
+@dataclasses.dataclass(frozen=True)
+class InputOptions:
+    """How batches are made.
+
+    Training (``is_training``) shuffles, repeats forever and drops the last partial batch;
+    evaluation reads the split exactly once and keeps the partial batch, so every example
+    counts once. ``labels_offset`` is subtracted from every label (e.g. 1 to drop a
+    background class).
+    """
+
+    batch_size: int
+    image_size: int
+    is_training: bool
+    num_preprocessing_threads: int = 4
+    labels_offset: int = 0
+    use_grayscale: bool = False
+    seed: Optional[int] = None
+
+
+def check_options(options: InputOptions) -> None:
+    """Raise ValueError naming the flag at fault for sizes and thread counts that are not positive."""
+    for flag, value in (
+        ("batch_size", options.batch_size),
+        ("image_size", options.image_size),
+        ("num_preprocessing_threads", options.num_preprocessing_threads),
+    ):
+        if value < 1:
+            raise ValueError(f"--{flag}={value} must be a positive integer; pass e.g. --{flag}=32.")
+    if options.labels_offset < 0:
+        raise ValueError(f"--labels_offset={options.labels_offset} must be >= 0; pass 0 or the offset to remove.")
+
+
+def _to_three_channels(image: tf.Tensor, use_grayscale: bool) -> tf.Tensor:
+    """Repeat a single channel to RGB so grayscale data feeds 3-channel networks (kept as is with ``use_grayscale``)."""
+    if image.shape[-1] == 1 and not use_grayscale:
+        return tf.image.grayscale_to_rgb(image)
+    return image
+
+
+def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions) -> tf.data.Dataset:
+    """Return a dataset of ``(images float32 [B, S, S, C], labels int64 [B])`` batches of ``spec``."""
+    check_options(options)
+    size = options.image_size
+
+    def prepare(image: tf.Tensor, label: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        image = preprocess(_to_three_channels(image, options.use_grayscale), size, size)
+        return image, tf.cast(label, tf.int64) - options.labels_offset
+
+    dataset = spec.make_dataset(shuffle_files=options.is_training, seed=options.seed)
+    if options.is_training:
+        buffer = min(spec.num_samples, max(SHUFFLE_BUFFER_IMAGES, 4 * options.batch_size))
+        dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.map(prepare, num_parallel_calls=options.num_preprocessing_threads)
+    dataset = dataset.batch(options.batch_size, drop_remainder=options.is_training)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def next_batch(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Return the ``(images, labels)`` tensors of a one-shot iterator over ``make_dataset`` (graph mode).
+
+    In evaluation, running them past the end raises ``tf.errors.OutOfRangeError``.
+    """
+    iterator = tf.compat.v1.data.make_one_shot_iterator(make_dataset(spec, preprocess, options))
+    images, labels = iterator.get_next()
+    return images, labels

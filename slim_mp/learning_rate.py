@@ -1,0 +1,61 @@
+"""The learning-rate schedules of TF-Slim's training script: fixed, exponential (staircase) and polynomial decay."""
+
+import dataclasses
+
+import tensorflow as tf
+
+DECAY_TYPES = ("fixed", "exponential", "polynomial")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearningRateSettings:
+    """The schedule knobs, named and defaulted as the flags of ``train_image_classifier.py``."""
+
+    learning_rate_decay_type: str = "exponential"
+    learning_rate: float = 0.01
+    end_learning_rate: float = 0.0001
+    learning_rate_decay_factor: float = 0.94
+    num_epochs_per_decay: float = 2.0
+
+
+def check_decay_type(decay_type: str) -> None:
+    """Raise ValueError naming ``--learning_rate_decay_type`` unless it is one of ``DECAY_TYPES``."""
+    if decay_type not in DECAY_TYPES:
+        raise ValueError(
+            f"--learning_rate_decay_type={decay_type!r} is not a known schedule; use one of {', '.join(DECAY_TYPES)}."
+        )
+
+
+def decay_steps(num_samples_per_epoch: int, batch_size: int, num_epochs_per_decay: float) -> int:
+    """Return how many steps one decay period lasts: ``num_epochs_per_decay`` epochs of ``batch_size`` images."""
+    steps = int(num_samples_per_epoch * num_epochs_per_decay / batch_size)
+    if steps < 1:
+        raise ValueError(
+            f"--num_epochs_per_decay={num_epochs_per_decay} gives decay periods shorter than one step "
+            f"({num_samples_per_epoch} images per epoch, batch {batch_size}); raise --num_epochs_per_decay."
+        )
+    return steps
+
+
+def make_learning_rate(
+    settings: LearningRateSettings, global_step: tf.Tensor, num_samples_per_epoch: int, batch_size: int
+) -> tf.Tensor:
+    """Return the learning-rate tensor of ``settings`` at ``global_step`` (float32 scalar).
+
+    ``exponential`` multiplies the rate by the decay factor once per period (staircase);
+    ``polynomial`` falls linearly to ``end_learning_rate`` over one period and then stays there.
+    """
+    kind = settings.learning_rate_decay_type
+    check_decay_type(kind)
+    if kind == "fixed":
+        return tf.constant(settings.learning_rate, tf.float32, name="fixed_learning_rate")
+    period = decay_steps(num_samples_per_epoch, batch_size, settings.num_epochs_per_decay)
+    if kind == "exponential":
+        return tf.compat.v1.train.exponential_decay(
+            settings.learning_rate, global_step, period, settings.learning_rate_decay_factor,
+            staircase=True, name="exponential_decay_learning_rate",
+        )
+    return tf.compat.v1.train.polynomial_decay(
+        settings.learning_rate, global_step, period, settings.end_learning_rate,
+        power=1.0, cycle=False, name="polynomial_decay_learning_rate",
+    )

@@ -1,0 +1,61 @@
+"""What training and evaluation both set up: the network, its preprocessing, the input size, output folders."""
+
+import os
+import tempfile
+from typing import Callable, Optional, Tuple
+
+from nets import nets_factory
+from nets.preprocessing import preprocessing_factory
+
+
+def check_model_name(model_name: str) -> None:
+    """Raise ValueError naming ``--model_name`` unless the factory knows the network."""
+    if model_name not in nets_factory.NETWORK_ENTRIES:
+        raise ValueError(
+            f"--model_name={model_name!r} is not a known network; use one of {', '.join(nets_factory.network_names())}."
+        )
+
+
+def network_and_preprocessing(
+    model_name: str,
+    preprocessing_name: Optional[str],
+    num_classes: int,
+    weight_decay: float,
+    is_training: bool,
+    use_grayscale: bool,
+) -> Tuple[Callable, Callable]:
+    """Return ``(network_fn, preprocessing_fn)``; the preprocessing defaults to the network's own."""
+    check_model_name(model_name)
+    if num_classes < 1:
+        raise ValueError(f"the dataset leaves {num_classes} classes after --labels_offset; lower --labels_offset.")
+    network_fn = nets_factory.get_network_fn(
+        model_name, num_classes=num_classes, weight_decay=weight_decay, is_training=is_training
+    )
+    name = preprocessing_name or model_name
+    if name not in preprocessing_factory.PREPROCESSING_MODULES:
+        raise ValueError(
+            f"--preprocessing_name={name!r} is not a known preprocessing; use one of "
+            f"{', '.join(preprocessing_factory.preprocessing_names())}."
+        )
+    return network_fn, preprocessing_factory.get_preprocessing(name, is_training, use_grayscale)
+
+
+def input_size(requested: Optional[int], network_fn: Callable, flag: str) -> int:
+    """Return ``requested`` or, when unset, the network's default input size."""
+    size = requested or network_fn.default_image_size
+    if not size:
+        raise ValueError(f"network {network_fn.__name__} has no default input size; set {flag}.")
+    return size
+
+
+def prepare_output_dir(path: str, flag: str) -> None:
+    """Create ``path`` if needed and check that files can be written there; ValueError naming ``flag`` otherwise."""
+    if not path:
+        raise ValueError(f"{flag} is empty; pass a folder to write to.")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ValueError(f"{flag}={path} is not a writable folder ({reason}); pass one you can write to.") from error

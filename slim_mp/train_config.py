@@ -1,0 +1,84 @@
+"""``TrainConfig``: every option of ``train_image_classifier.py``, named and defaulted as the original flags."""
+
+import dataclasses
+from typing import Optional
+
+from slim_mp.learning_rate import LearningRateSettings, check_decay_type
+from slim_mp.optimizers import OptimizerSettings, check_optimizer_name
+from slim_mp.precision_options import LossScaleOptions, PrecisionOptions, check_precision
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Options of one training run (the field names are the flag names)."""
+
+    train_dir: str = "/tmp/tfmodel/"
+    num_clones: int = 1
+    clone_on_cpu: bool = False
+    worker_replicas: int = 1
+    num_ps_tasks: int = 0
+    num_readers: int = 4
+    num_preprocessing_threads: int = 4
+    log_every_n_steps: int = 10
+    save_summaries_secs: int = 600
+    save_interval_secs: int = 600
+    task: int = 0
+    master: str = ""
+    weight_decay: float = 0.00004
+    quantize_delay: int = -1
+    label_smoothing: float = 0.0
+    sync_replicas: bool = False
+    replicas_to_aggregate: int = 1
+    moving_average_decay: Optional[float] = None
+    dataset_name: str = "imagenet"
+    dataset_split_name: str = "train"
+    dataset_dir: Optional[str] = None
+    labels_offset: int = 0
+    model_name: str = "inception_v3"
+    preprocessing_name: Optional[str] = None
+    batch_size: int = 32
+    train_image_size: Optional[int] = None
+    max_number_of_steps: Optional[int] = None
+    use_grayscale: bool = False
+    checkpoint_path: Optional[str] = None
+    checkpoint_exclude_scopes: Optional[str] = None
+    trainable_scopes: Optional[str] = None
+    ignore_missing_vars: bool = False
+    seed: Optional[int] = None
+    optimizer_settings: OptimizerSettings = dataclasses.field(default_factory=OptimizerSettings)
+    learning_rate_settings: LearningRateSettings = dataclasses.field(default_factory=LearningRateSettings)
+    precision_options: PrecisionOptions = dataclasses.field(default_factory=PrecisionOptions)
+    loss_scale_options: LossScaleOptions = dataclasses.field(default_factory=LossScaleOptions)
+
+
+def _unsupported(config: TrainConfig) -> Optional[str]:
+    """Name the first distributed/quantized option set to something this trainer cannot do, or None."""
+    checks = (
+        (config.num_clones != 1, f"--num_clones={config.num_clones}", "--num_clones=1"),
+        (config.worker_replicas != 1, f"--worker_replicas={config.worker_replicas}", "--worker_replicas=1"),
+        (config.num_ps_tasks != 0, f"--num_ps_tasks={config.num_ps_tasks}", "--num_ps_tasks=0"),
+        (config.sync_replicas, "--sync_replicas", "--nosync_replicas"),
+        (config.master != "", f"--master={config.master}", "--master=''"),
+        (config.quantize_delay >= 0, f"--quantize_delay={config.quantize_delay}", "--quantize_delay=-1"),
+    )
+    for is_set, setting, fix in checks:
+        if is_set:
+            return f"{setting} is not yet supported (single-process training only); use {fix}."
+    return None
+
+
+def check_train_config(config: TrainConfig) -> None:
+    """Raise ValueError naming the flag for options that are unsupported or out of range, before any work."""
+    problem = _unsupported(config)
+    if problem:
+        raise ValueError(problem)
+    check_precision(config.precision_options.precision)
+    check_optimizer_name(config.optimizer_settings.optimizer)
+    check_decay_type(config.learning_rate_settings.learning_rate_decay_type)
+    for flag, value in (("log_every_n_steps", config.log_every_n_steps), ("batch_size", config.batch_size)):
+        if value < 1:
+            raise ValueError(f"--{flag}={value} must be a positive integer; pass e.g. --{flag}=10.")
+    if config.max_number_of_steps is not None and config.max_number_of_steps < 0:
+        raise ValueError(f"--max_number_of_steps={config.max_number_of_steps} is negative; pass a step count >= 0.")
+    if not 0.0 <= config.label_smoothing < 1.0:
+        raise ValueError(f"--label_smoothing={config.label_smoothing} must lie in [0, 1); pass e.g. 0.1.")

@@ -1,0 +1,119 @@
+"""The training loop of ``train_image_classifier.py``: resume, fine-tune, log, summarise, checkpoint atomically."""
+
+import dataclasses
+import time
+from typing import Callable, Optional
+
+import tensorflow as tf
+from absl import logging
+
+from slim_mp.checkpoint_io import atomic_save
+from slim_mp.model_setup import prepare_output_dir
+from slim_mp.precision_options import write_reports
+from slim_mp.progress import Throughput, format_progress
+from slim_mp.train_config import TrainConfig, check_train_config
+from slim_mp.train_graph import TrainGraph, build_train_graph
+
+tf1 = tf.compat.v1
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """How a run ended: the global step, the last loss, throughput (first step excluded), the last checkpoint."""
+
+    global_step: int
+    loss: Optional[float]
+    images_per_second: Optional[float]
+    checkpoint: str
+
+
+def _start_session(built: TrainGraph, session: tf1.Session, train_dir: str) -> None:
+    """Restore the latest checkpoint of ``train_dir`` (step, weights, loss-scale state), or initialise and fine-tune."""
+    latest = tf.train.latest_checkpoint(train_dir)
+    if latest:
+        try:
+            built.saver.restore(session, latest)
+        except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:
+            raise ValueError(
+                f"--train_dir={train_dir} holds checkpoint {latest}, made for a different model or precision "
+                f"({type(error).__name__}); pass a new --train_dir to start over."
+            ) from error
+        logging.info("Resuming from %s", latest)
+    else:
+        session.run(tf1.global_variables_initializer())
+        if built.init_fn is not None:
+            built.init_fn(session)
+    session.run([tf1.local_variables_initializer(), tf1.tables_initializer()])
+
+
+def train(config: TrainConfig, print_line: Callable[[str], None] = print) -> TrainResult:
+    """Train as ``config`` says until ``max_number_of_steps`` (or Ctrl-C, which saves a checkpoint and re-raises).
+
+    Progress lines go to ``print_line``; checkpoints and TensorBoard events to ``config.train_dir``.
+    """
+    check_train_config(config)
+    prepare_output_dir(config.train_dir, "--train_dir")
+    built = build_train_graph(config)
+    reports = getattr(built.optimizer, "rewrite_reports", [])
+    for report in reports:
+        logging.info("%s", report.summary())
+    if config.precision_options.mp_report:
+        write_reports(reports, config.precision_options.mp_report)
+    with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
+        writer = tf1.summary.FileWriter(config.train_dir)  # no graph: it embeds in-memory datasets
+        _start_session(built, session, config.train_dir)
+        built.graph.finalize()
+        try:
+            return _loop(built, session, writer, config, print_line)
+        finally:
+            writer.close()
+
+
+def _loop(built: TrainGraph, session: tf1.Session, writer: tf1.summary.FileWriter, config: TrainConfig,
+          print_line: Callable[[str], None]) -> TrainResult:
+    """Run train steps; log, summarise and checkpoint on their schedules; save at the end or on Ctrl-C."""
+    step = int(session.run(built.global_step))
+    values = None
+    throughput = Throughput(config.batch_size)
+    last_save, last_summary = time.monotonic(), -float("inf")  # summaries from the first step on
+    iterations = 0
+    try:
+        with built.dataset.read_errors():  # a damaged input file becomes a ValueError naming it
+            while config.max_number_of_steps is None or step < config.max_number_of_steps:
+                now = time.monotonic()
+                summary_due = built.summary_op is not None and now - last_summary >= config.save_summaries_secs
+                fetches = dict(built.progress, summary=built.summary_op) if summary_due else built.progress
+                values = session.run(fetches)
+                throughput.step_done()
+                iterations += 1
+                step = int(values["step"])
+                if summary_due:
+                    writer.add_summary(values["summary"], step)
+                    last_summary = now
+                if iterations % config.log_every_n_steps == 0:
+                    print_line(_progress_line(values, throughput.rate()))
+                if time.monotonic() - last_save >= config.save_interval_secs:
+                    atomic_save(built.saver, session, config.train_dir, step)
+                    last_save = time.monotonic()
+    except KeyboardInterrupt:
+        step = int(session.run(built.global_step))  # the interrupted run() may or may not have finished
+        checkpoint = atomic_save(built.saver, session, config.train_dir, step)
+        logging.info("Interrupted at step %d; saved %s", step, checkpoint)
+        raise
+    if values is not None and iterations % config.log_every_n_steps != 0:
+        print_line(_progress_line(values, throughput.rate()))
+    checkpoint = atomic_save(built.saver, session, config.train_dir, step)  # no-op if this step is saved
+    return TrainResult(
+        global_step=step,
+        loss=None if values is None else float(values["loss"]),
+        images_per_second=throughput.run_rate(),
+        checkpoint=checkpoint,
+    )
+
+
+def _progress_line(values: dict, images_per_second: float) -> str:
+    """Format the fetched progress values as one key=value line."""
+    return format_progress(
+        int(values["step"]), float(values["loss"]), float(values["loss_scale"]), int(values["skipped"]),
+        float(values["learning_rate"]), images_per_second,
+    )

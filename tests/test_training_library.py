@@ -1,0 +1,118 @@
+"""The training library in-process: losses, loss-scale options, config checks, moving averages end to end."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import slim_mp  # noqa: F401
+from slim_mp.evaluation import EvalConfig, evaluate
+from slim_mp.learning_rate import LearningRateSettings
+from slim_mp.loss_scale_manager import ExponentialUpdateLossScaleManager, FixedLossScaleManager
+from slim_mp.optimizers import OptimizerSettings
+from slim_mp.precision_options import LossScaleOptions, PrecisionOptions, make_manager
+from slim_mp.train_config import TrainConfig, check_train_config
+from slim_mp.train_graph import add_classification_losses
+from slim_mp.training import train
+
+tf1 = tf.compat.v1
+RTOL = 1e-5  # float32 softmax cross-entropy against a float64 numpy reference
+
+
+def numpy_cross_entropy(logits: np.ndarray, labels: np.ndarray, smoothing: float) -> float:
+    logits = logits.astype(np.float64)
+    num_classes = logits.shape[1]
+    targets = np.eye(num_classes)[labels] * (1 - smoothing) + smoothing / num_classes
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return float(-(targets * log_probs).sum(axis=1).mean())
+
+
+def test_aux_logits_add_a_loss_weighted_point_four_with_label_smoothing():
+    rng = np.random.default_rng(1)
+    logits, aux = rng.normal(size=(2, 4, 3)).astype(np.float32)
+    labels = np.array([0, 2, 1, 1])
+    with tf.Graph().as_default():
+        add_classification_losses(tf.constant(logits), {"AuxLogits": tf.constant(aux)}, tf.constant(labels), 3, 0.1)
+        with tf1.Session() as session:
+            total = session.run(tf1.losses.get_total_loss(add_regularization_losses=False))
+    expected = numpy_cross_entropy(logits, labels, 0.1) + 0.4 * numpy_cross_entropy(aux, labels, 0.1)
+    assert total == pytest.approx(expected, rel=RTOL)
+
+
+def test_loss_scale_options_pick_the_manager():
+    with tf.Graph().as_default():
+        assert isinstance(make_manager(LossScaleOptions(), "float16"), ExponentialUpdateLossScaleManager)
+        assert isinstance(make_manager(LossScaleOptions(), "bfloat16"), FixedLossScaleManager)
+        assert isinstance(make_manager(LossScaleOptions(loss_scale="dynamic"), "bfloat16"),
+                          ExponentialUpdateLossScaleManager)
+        fixed = make_manager(LossScaleOptions(loss_scale="128"), "float16")
+        with tf1.Session() as session:
+            assert session.run(fixed.get_loss_scale()) == 128.0
+        with pytest.raises(ValueError, match="--loss_scale='big'"):
+            make_manager(LossScaleOptions(loss_scale="big"), "float16")
+        with pytest.raises(ValueError, match="--loss_scale_"):
+            make_manager(LossScaleOptions(loss_scale="dynamic", loss_scale_decr_ratio=2.0), "float16")
+
+
+@pytest.mark.parametrize("change, flag", [
+    ({"worker_replicas": 2}, "--worker_replicas=2"),
+    ({"num_ps_tasks": 1}, "--num_ps_tasks=1"),
+    ({"sync_replicas": True}, "--sync_replicas"),
+    ({"quantize_delay": 0}, "--quantize_delay=0"),
+    ({"master": "grpc://x:1"}, "--master=grpc://x:1"),
+])
+def test_distributed_and_quantized_training_are_not_yet_supported(change, flag):
+    with pytest.raises(ValueError, match=f"^{flag} is not yet supported"):
+        check_train_config(dataclasses.replace(TrainConfig(), **change))
+
+
+def test_label_smoothing_out_of_range_names_the_flag():
+    with pytest.raises(ValueError, match="--label_smoothing=1.5"):
+        check_train_config(TrainConfig(label_smoothing=1.5))
+
+
+def lenet_config(train_dir: str, **changes) -> TrainConfig:
+    """Two SGD steps of LeNet on the bundled data, with ``changes`` applied."""
+    config = TrainConfig(
+        train_dir=train_dir, dataset_name="fashion_mnist", model_name="lenet", batch_size=16,
+        max_number_of_steps=2, num_preprocessing_threads=1, seed=0,
+        optimizer_settings=OptimizerSettings(optimizer="sgd"),
+        learning_rate_settings=LearningRateSettings(learning_rate_decay_type="fixed", learning_rate=0.01),
+    )
+    return dataclasses.replace(config, **changes)
+
+
+def test_trainable_scopes_that_match_nothing_name_the_flag(tmp_path):
+    with pytest.raises(ValueError, match="--trainable_scopes=Nope matches no trainable variable"):
+        train(lenet_config(str(tmp_path), trainable_scopes="Nope"), print_line=lambda line: None)
+
+
+def test_moving_averages_are_trained_saved_and_evaluated(tmp_path):
+    lines = []
+    result = train(lenet_config(str(tmp_path), moving_average_decay=0.9), print_line=lines.append)
+    assert result.global_step == 2 and lines[-1].startswith("step=2 ")
+    reader = tf.train.load_checkpoint(result.checkpoint)
+    weights = reader.get_tensor("LeNet/conv1/weights")
+    average = reader.get_tensor("LeNet/conv1/weights/ExponentialMovingAverage")
+    assert not np.array_equal(weights, average)
+    metrics = evaluate(
+        EvalConfig(checkpoint_path=result.checkpoint, eval_dir=str(tmp_path / "eval"), dataset_name="fashion_mnist",
+                   model_name="lenet", batch_size=1000, max_num_batches=1, moving_average_decay=0.9),
+        print_line=lambda line: None,
+    )
+    assert metrics["num_examples"] == 1000 and metrics["global_step"] == 2
+
+
+def test_mp_report_writes_the_graph_pass_report_as_json(tmp_path):
+    report_path = tmp_path / "report.json"
+    precision = PrecisionOptions(precision="bfloat16", mp_report=str(report_path), mp_keep_fp32_scopes=("LeNet/fc4",))
+    train(lenet_config(str(tmp_path / "train"), max_number_of_steps=1, precision_options=precision),
+          print_line=lambda line: None)
+    reports = json.loads(report_path.read_text())["reports"]
+    assert len(reports) == 1 and reports[0]["precision"] == "bfloat16"
+    assert reports[0]["ops_converted"] > 0
+    kept = [name for names in reports[0]["float32_ops"].values() for name in names]
+    assert "LeNet/fc4/MatMul" in kept
