@@ -46,7 +46,13 @@ def _run_forward(build, images: np.ndarray, **kwargs) -> tuple:
             return session.run((logits, end_points))
 
 
-@pytest.mark.parametrize("name", sorted(NETWORKS))
+# The two large nets take ~30 s each to build on 2 cores: checked under the slow marker.
+LARGE = ("nasnet_large", "pnasnet_large")
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.slow) if name in LARGE else name for name in sorted(NETWORKS)
+])
 def test_layout_end_points_and_global_step_match_official(name):
     network_fn, arg_scope_fn = NETWORKS[name]
     built = {}
@@ -85,6 +91,7 @@ def _check_forward(name: str, image_size: int) -> None:
     np.testing.assert_allclose(end_points["Predictions"].sum(axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_nasnet_cifar_forward_pass_is_finite():
     _check_forward("nasnet_cifar", 32)
 
