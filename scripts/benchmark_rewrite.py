@@ -3,12 +3,13 @@
     python scripts/benchmark_rewrite.py --model_name resnet_v1_50 --precision bfloat16 --batch_size 8
 
 All four configurations run in one process, timed interleaved; the table gives median step
-times and ratios. The floor builds the same network entirely in low precision (float32-storage
+times and, per pair, the median of the round-by-round ratios. The floor builds the same network entirely in low precision (float32-storage
 custom getter), with the same cross-entropy loss, as the fastest a graph pass could hope for.
 """
 
 import json
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,25 +42,23 @@ def main(argv):
             config, FLAGS.model_name, precision, FLAGS.batch_size, FLAGS.image_size)
         print(f"built {config}", flush=True)
     casts = {name: benchmarking.executed_casts(step) for name, step in steps.items()}
-    medians = benchmarking.interleaved_medians(
+    times = benchmarking.interleaved_times(
         {name: (lambda s=step: s.session.run(s.train_op)) for name, step in steps.items()},
         FLAGS.rounds, FLAGS.warmup, progress=lambda line: print(line, flush=True))
-    base = medians.get("float32")
     rows = []
-    print(f"\n{'config':<10} {'median s/step':>14} {'vs float32':>11} {'vs grappler':>12} {'vs floor':>9} "
+    print("\nratios: median over rounds of the per-round ratio (each pair ran seconds apart)")
+    print(f"{'config':<10} {'median s/step':>14} {'vs float32':>11} {'vs grappler':>12} {'vs floor':>9} "
           f"{'casts run':>10} {'casts built':>12}")
-    for name, seconds in medians.items():
-        row = {
-            "config": name, "median_seconds": seconds,
-            "vs_float32": seconds / base if base else None,
-            "vs_grappler": seconds / medians["grappler"] if "grappler" in medians else None,
-            "vs_floor": seconds / medians["floor"] if "floor" in medians else None,
-            "casts_executed": casts[name], "casts_in_graph": steps[name].graph_casts,
-        }
+    for name, values in times.items():
+        ratios = {base: benchmarking.paired_ratio(times, name, base) if base in times else None
+                  for base in ("float32", "grappler", "floor")}
+        row = {"config": name, "median_seconds": statistics.median(values),
+               **{f"vs_{base}": ratio for base, ratio in ratios.items()},
+               "casts_executed": casts[name], "casts_in_graph": steps[name].graph_casts}
         rows.append(row)
-        ratio = lambda v: f"{v:.3f}x" if v is not None else "-"  # noqa: E731
-        print(f"{name:<10} {seconds:>14.4f} {ratio(row['vs_float32']):>11} {ratio(row['vs_grappler']):>12} "
-              f"{ratio(row['vs_floor']):>9} {casts[name]:>10} {steps[name].graph_casts:>12}")
+        shown = [f"{r:.3f}x" if r is not None else "-" for r in ratios.values()]
+        print(f"{name:<10} {row['median_seconds']:>14.4f} {shown[0]:>11} {shown[1]:>12} {shown[2]:>9} "
+              f"{casts[name]:>10} {steps[name].graph_casts:>12}")
     if "slim_mp" in steps:
         print(f"\nslim_mp pass time: {steps['slim_mp'].pass_seconds:.2f} s")
     if FLAGS.output_json:

@@ -1,8 +1,8 @@
 """Side-by-side train-step timing of float32, slim_mp, grappler's AMP and an all-low-precision floor.
 
 Every configuration is built in its own graph and session inside one process, then timed
-interleaved (A, B, C, D, B, C, D, A, ...) so that machine noise hits all of them alike; the
-result per configuration is the median step time. Used by ``scripts/benchmark_rewrite.py``.
+interleaved (A, B, C, D, B, C, D, A, ...) so that machine noise hits all of them alike. Results:
+the median step time per configuration, and per pair the median of the round-by-round ratios. Used by ``scripts/benchmark_rewrite.py``.
 """
 
 import dataclasses
@@ -100,9 +100,9 @@ def executed_casts(step: TrainStep) -> int:
     return sum(1 for graph in metadata.partition_graphs for node in graph.node if node.op == "Cast")
 
 
-def interleaved_medians(runs: Dict[str, Callable[[], None]], rounds: int, warmup: int,
-                        progress: Optional[Callable[[str], None]] = None) -> Dict[str, float]:
-    """Median seconds per call of each run, measured in rotating order, after ``warmup`` untimed calls each."""
+def interleaved_times(runs: Dict[str, Callable[[], None]], rounds: int, warmup: int,
+                      progress: Optional[Callable[[str], None]] = None) -> Dict[str, List[float]]:
+    """Seconds per call of each run, round by round in rotating order, after ``warmup`` untimed calls each."""
     names = list(runs)
     for name in names:
         for _ in range(warmup):
@@ -117,7 +117,15 @@ def interleaved_medians(runs: Dict[str, Callable[[], None]], rounds: int, warmup
         if progress:
             progress(f"round {round_index + 1}/{rounds}: " + " ".join(
                 f"{n}={statistics.median(t):.3f}s" for n, t in times.items()))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
+
+
+def paired_ratio(times: Dict[str, List[float]], name: str, baseline: str) -> float:
+    """Median over rounds of ``name``'s time divided by ``baseline``'s in the same round.
+
+    Both ran seconds apart, so slow drifts of a shared machine cancel out of each ratio.
+    """
+    return statistics.median(a / b for a, b in zip(times[name], times[baseline]))
 
 
 def cpu_features() -> Dict[str, bool]:
