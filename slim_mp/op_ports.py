@@ -79,6 +79,8 @@ def op_ports(op: tf.Operation) -> OpPorts:
     """Describe ``op``'s float32 data attrs and the ports they type."""
     op_type = target_op_type(op.type)
     op_def = op_def_registry.get(op_type)
+    if op_def is None:  # a call of a graph function: its body is not ours to convert
+        return OpPorts(op.type, frozenset(), tuple(False for _ in op.inputs), tuple(False for _ in op.outputs))
     keep = _KEEP_FLOAT32_ATTRS.get(op_type, frozenset())
     attrs = set()
     for attr in op_def.attr:

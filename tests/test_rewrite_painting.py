@@ -346,3 +346,26 @@ def test_tail_stays_low_when_float32_would_not_save_casts():
     report, ops = _dense_head(lambda net: tf.nn.relu(net, name="activation"))
     by_name = {op.name: op for op in ops}
     assert by_name["activation_bf16"].outputs[0].dtype == tf.bfloat16
+
+
+@pytest.mark.parametrize("style", ["tf.function", "Defun"])
+def test_graph_function_calls_stay_float32_with_casts_around_them(style):
+    """Function calls (PartitionedCall, or an op typed by a Defun's name) are not entered."""
+    from tensorflow.python.framework import function
+
+    graph = tf.Graph()
+    with graph.as_default():
+        def double(x):
+            return x * 2.0
+
+        call = tf.function(double) if style == "tf.function" else function.Defun(tf.float32)(double)
+        x = tf.compat.v1.placeholder(tf.float32, [2, 8, 8, 3])
+        middle = call(_conv(x, 3, "first"))
+        middle.set_shape([2, 8, 8, 3])
+        out = _conv(middle, 4, "second")
+        report = slim_mp.rewrite(out, "bfloat16", device_type="CPU")
+        out = report.remap(out)
+    assert not float32_math_ops(reachable_ops(out))
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        assert np.isfinite(session.run(out, {x: np.ones([2, 8, 8, 3], np.float32)})).all()
