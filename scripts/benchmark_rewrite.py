@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
-from slim_mp import benchmarking  # noqa: E402
+from slim_mp import benchmarking, device_info  # noqa: E402
 from slim_mp.precision import resolve_precision  # noqa: E402
 
 flags.DEFINE_string("model_name", "resnet_v1_50", "Network name of nets_factory.")
@@ -33,9 +33,9 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     precision = resolve_precision(FLAGS.precision)
-    device = benchmarking._device_type()
+    device = device_info.device_type()
     print(f"model={FLAGS.model_name} precision={precision.name} batch={FLAGS.batch_size} device={device} "
-          f"cpu_features={benchmarking.cpu_features()}", flush=True)
+          f"cpu_features={device_info.cpu_features()}", flush=True)
     steps = {}
     for config in FLAGS.configs:
         steps[config] = benchmarking.build_train_step(

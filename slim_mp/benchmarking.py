@@ -2,7 +2,8 @@
 
 Every configuration is built in its own graph and session inside one process, then timed
 interleaved (A, B, C, D, B, C, D, A, ...) so that machine noise hits all of them alike. Results:
-the median step time per configuration, and per pair the median of the round-by-round ratios. Used by ``scripts/benchmark_rewrite.py``.
+the median step time per configuration, and per pair the median of the round-by-round ratios.
+Used by ``scripts/benchmark_rewrite.py`` and, through ``slim_mp.benchmark_suite``, ``scripts/benchmark.py``.
 """
 
 import dataclasses
@@ -16,6 +17,7 @@ from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 
 import slim_mp
 from nets import nets_factory
+from slim_mp.device_info import device_type
 
 CONFIGS = ("float32", "slim_mp", "grappler", "floor")
 
@@ -82,14 +84,10 @@ def build_train_step(config: str, model_name: str, precision: tf.DType, batch_si
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             step.train_op = optimizer.minimize(loss)
         step.graph_casts = sum(1 for op in graph.get_operations() if op.type == "Cast")
-        session_config = _grappler_config(precision, _device_type()) if config == "grappler" else None
+        session_config = _grappler_config(precision, device_type()) if config == "grappler" else None
         step.session = tf.compat.v1.Session(graph=graph, config=session_config)
         step.session.run(tf.compat.v1.global_variables_initializer())
     return step
-
-
-def _device_type() -> str:
-    return "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
 
 
 def executed_casts(step: TrainStep) -> int:
@@ -126,14 +124,3 @@ def paired_ratio(times: Dict[str, List[float]], name: str, baseline: str) -> flo
     Both ran seconds apart, so slow drifts of a shared machine cancel out of each ratio.
     """
     return statistics.median(a / b for a, b in zip(times[name], times[baseline]))
-
-
-def cpu_features() -> Dict[str, bool]:
-    """Which low-precision CPU instruction sets this machine has (Linux /proc/cpuinfo)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            flags = set(handle.read().split())
-    except OSError:
-        flags = set()
-    return {"avx512_bf16": "avx512_bf16" in flags, "amx_bf16": "amx_bf16" in flags,
-            "amx_fp16": "amx_fp16" in flags}

@@ -1,0 +1,58 @@
+"""Benchmark train steps of several networks: float32, slim_mp, grappler's AMP and the all-low-precision floor.
+
+    python scripts/benchmark.py --models resnet_v1_50,mobilenet_v1 --batch_size 32 --output_dir bench
+
+Per model and configuration: median step time, images/s, speed-up over float32 (configurations timed
+interleaved in one process), peak memory (each configuration in its own subprocess), casts executed
+and in the graph, and the slim_mp pass time. By default only the low precisions the device runs
+natively are measured; name emulated ones with --precisions to measure them too. Writes
+DIR/benchmark.json, DIR/benchmark.md and DIR/benchmark.png (speed-ups vs float32).
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import flags as absl_flags  # noqa: E402
+
+from slim_mp import benchmark_report, benchmark_suite, flags  # noqa: E402
+from slim_mp.device_info import detect_device, precision_support  # noqa: E402
+
+DEFAULT_MODELS = ["resnet_v1_50", "inception_v3", "mobilenet_v1", "vgg_16", "resnet_v1_18"]
+
+absl_flags.DEFINE_list("models", DEFAULT_MODELS, "Comma-separated network names of nets/nets_factory.py.")
+absl_flags.DEFINE_list("precisions", [], "bfloat16 and/or float16; unset means those the device runs natively.")
+absl_flags.DEFINE_integer("batch_size", 32, "Images per train step.")
+absl_flags.DEFINE_integer("image_size", None, "Input height and width; unset means each network's default.")
+absl_flags.DEFINE_integer("rounds", 10, "Timed steps per configuration (interleaved rounds).")
+absl_flags.DEFINE_integer("warmup", 3, "Untimed steps per configuration before timing.")
+absl_flags.DEFINE_integer("memory_steps", 3, "Steps each peak-memory subprocess runs.")
+absl_flags.DEFINE_string("output_dir", None, "Folder for benchmark.json, benchmark.md and benchmark.png.")
+absl_flags.mark_flag_as_required("output_dir")
+FLAGS = absl_flags.FLAGS
+
+
+def progress(line: str) -> None:
+    """Print one progress line at once (runs take minutes)."""
+    print(line, flush=True)
+
+
+def main() -> None:
+    """Check the flags, benchmark every model and write the three reports."""
+    settings = benchmark_suite.Settings(FLAGS.batch_size, FLAGS.image_size, FLAGS.rounds, FLAGS.warmup,
+                                        FLAGS.memory_steps)
+    models = benchmark_suite.check_models([name for name in FLAGS.models if name])
+    device = detect_device()
+    precisions = benchmark_suite.choose_precisions([name for name in FLAGS.precisions if name], device)
+    progress(f"device: {device.describe()}")
+    for support in precision_support(device).values():
+        progress(support.describe())
+    progress(f"benchmarking: float32 and {', '.join(precisions)}")
+    run = benchmark_suite.run_suite(models, precisions, settings, device, progress)
+    for path in benchmark_report.write_reports(run, FLAGS.output_dir).values():
+        progress(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    flags.run(main)

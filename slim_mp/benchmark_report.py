@@ -1,0 +1,107 @@
+"""Write a benchmark suite's results as ``benchmark.json``, ``benchmark.md`` and ``benchmark.png``.
+
+The JSON keeps every measurement (per-round step times included); the markdown table has one row
+per (model, configuration); the bar chart shows each configuration's speed-up over float32.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Dict, List
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from slim_mp.benchmark_suite import BASELINE, SuiteRun, VariantResult
+
+MIB = 2 ** 20
+TABLE_HEADER = ("| model | config | precision | ms/step (median) | images/s | speed-up vs fp32 | peak memory (MiB) "
+                "| above baseline (MiB) | casts run | casts in graph | pass (s) |")
+TABLE_RULE = "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+
+
+def _memory_methods(run: SuiteRun) -> List[str]:
+    return sorted({result.memory_method for result in run.results})
+
+
+def as_json(run: SuiteRun) -> dict:
+    """The whole run as plain JSON values."""
+    return {
+        "device": run.device.as_json(),
+        "precision_support": {name: dataclasses.asdict(support) for name, support in run.support.items()},
+        "precisions": list(run.precisions),
+        "settings": dataclasses.asdict(run.settings),
+        "memory_methods": _memory_methods(run),
+        "skipped": list(run.skipped),
+        "results": [dataclasses.asdict(result) for result in run.results],
+    }
+
+
+def _precision_cell(result: VariantResult) -> str:
+    return result.precision if result.native else f"{result.precision} (emulated)"
+
+
+def _table_row(result: VariantResult) -> str:
+    pass_time = f"{result.pass_seconds:.2f}" if result.pass_seconds is not None else "-"
+    cells = (result.model, result.label, _precision_cell(result), f"{result.median_seconds * 1000:.1f}",
+             f"{result.images_per_second:.1f}", f"{result.speedup_vs_float32:.2f}x",
+             f"{result.peak_memory_bytes / MIB:.1f}",
+             f"{(result.peak_memory_bytes - result.baseline_memory_bytes) / MIB:.1f}",
+             str(result.casts_executed), str(result.casts_in_graph), pass_time)
+    return "| " + " | ".join(cells) + " |"
+
+
+def as_markdown(run: SuiteRun) -> str:
+    """A short description of the device and method, then one table row per (model, configuration)."""
+    settings = run.settings
+    size = settings.image_size or "each network's default"
+    lines = ["# slim_mp benchmark", "", f"Device: {run.device.describe()}", ""]
+    for name, support in run.support.items():
+        lines.append(f"- {support.describe()}; {'benchmarked' if name in run.precisions else 'not benchmarked'}")
+    lines += [
+        "",
+        f"Batch size {settings.batch_size}; image size: {size}. Each configuration ran {settings.warmup} untimed "
+        f"warm-up step(s), then {settings.rounds} timed rounds, all configurations interleaved in one process. "
+        "Speed-up: median over rounds of float32's step time divided by the configuration's in the same round.",
+        "",
+        f"Peak memory: {'; '.join(_memory_methods(run))}, each configuration in its own subprocess "
+        f"running {settings.memory_steps} step(s); the baseline is what was in use before building the step.",
+    ]
+    if run.skipped:
+        lines += ["", *(f"Left out: {note}." for note in run.skipped)]
+    lines += ["", TABLE_HEADER, TABLE_RULE, *(_table_row(result) for result in run.results), ""]
+    return "\n".join(lines)
+
+
+def draw_speedups(run: SuiteRun, path: str) -> None:
+    """A grouped bar chart (Agg backend) of each low-precision configuration's speed-up over float32, per model."""
+    models = list(dict.fromkeys(result.model for result in run.results))
+    labels = list(dict.fromkeys(result.label for result in run.results if result.label != BASELINE))
+    speedups: Dict[tuple, float] = {(r.model, r.label): r.speedup_vs_float32 for r in run.results}
+    figure = Figure(figsize=(max(6.0, 1.5 + 0.4 * len(models) * (len(labels) + 1)), 4.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots()
+    width = 0.8 / max(1, len(labels))
+    for index, label in enumerate(labels):
+        positions = [model_index + (index - (len(labels) - 1) / 2) * width for model_index in range(len(models))]
+        values = [speedups[model, label] for model in models]
+        bars = axes.bar(positions, values, width, label=label)
+        axes.bar_label(bars, fmt="%.2f", fontsize=7)
+    axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    axes.set_xticks(range(len(models)), models, rotation=20, ha="right")
+    axes.set_ylabel("speed-up vs float32 (x)")
+    axes.set_title(f"Train-step speed-up, batch {run.settings.batch_size}, {run.device.describe()}", fontsize=9)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    figure.savefig(path, dpi=120)
+
+
+def write_reports(run: SuiteRun, output_dir: str) -> Dict[str, str]:
+    """Write the JSON, markdown and PNG files into ``output_dir`` (created if needed); their paths by kind."""
+    os.makedirs(output_dir, exist_ok=True)
+    paths = {kind: os.path.join(output_dir, f"benchmark.{kind}") for kind in ("json", "md", "png")}
+    with open(paths["json"], "w", encoding="utf-8") as handle:
+        json.dump(as_json(run), handle, indent=2)
+    with open(paths["md"], "w", encoding="utf-8") as handle:
+        handle.write(as_markdown(run))
+    draw_speedups(run, paths["png"])
+    return paths

@@ -1,0 +1,131 @@
+"""What device the benchmarks run on, and which low precisions it computes natively.
+
+Detection (``detect_device``) reads TensorFlow's GPU details or the CPU's flags; the decision
+(``precision_support``) is a pure function of those facts, so it can be checked on any machine:
+
+* bfloat16 is native on CPUs with AVX512-BF16 or AMX-BF16 and on GPUs of compute capability 8.0 or newer;
+* float16 is native on GPUs of compute capability 7.0 or newer (tensor cores); on a CPU it is emulated.
+"""
+
+import dataclasses
+import platform
+from typing import Dict, FrozenSet, List, Optional, Tuple
+
+import tensorflow as tf
+
+DEVICE_KINDS = ("CPU", "GPU")
+LOW_PRECISIONS = ("bfloat16", "float16")
+# The CPU flags (as /proc/cpuinfo spells them) that matter for low-precision math.
+LOW_PRECISION_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16")
+_CPU_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
+_MIN_CAPABILITY = {"bfloat16": (8, 0), "float16": (7, 0)}
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """The facts the precision decision needs: device kind, model name, CPU flags, GPU compute capability."""
+
+    kind: str
+    name: str
+    cpu_flags: FrozenSet[str] = frozenset()
+    compute_capability: Optional[Tuple[int, int]] = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in DEVICE_KINDS:
+            raise ValueError(f"kind={self.kind!r} is not a device kind; use 'CPU' or 'GPU'.")
+        if self.kind == "GPU" and self.compute_capability is None:
+            raise ValueError("compute_capability is required for a GPU; pass it as a (major, minor) tuple.")
+
+    def describe(self) -> str:
+        """One line for logs and reports, e.g. ``GPU NVIDIA H100 (compute capability 9.0)``."""
+        if self.kind == "GPU":
+            major, minor = self.compute_capability
+            return f"GPU {self.name} (compute capability {major}.{minor})"
+        flags = ", ".join(sorted(self.cpu_flags)) or "no low-precision instructions"
+        return f"CPU {self.name} ({flags})"
+
+    def as_json(self) -> dict:
+        """The facts as plain JSON values."""
+        return {"kind": self.kind, "name": self.name, "cpu_flags": sorted(self.cpu_flags),
+                "compute_capability": list(self.compute_capability) if self.compute_capability else None,
+                "description": self.describe()}
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionSupport:
+    """Whether ``precision`` runs natively on a device, and why."""
+
+    precision: str
+    native: bool
+    reason: str
+
+    def describe(self) -> str:
+        """E.g. ``bfloat16: native (the CPU has avx512_bf16)``."""
+        return f"{self.precision}: {'native' if self.native else 'not native'} ({self.reason})"
+
+
+def _gpu_support(precision: str, capability: Tuple[int, int]) -> PrecisionSupport:
+    needed = _MIN_CAPABILITY[precision]
+    shown = f"compute capability {capability[0]}.{capability[1]}"
+    if tuple(capability) >= needed:
+        return PrecisionSupport(precision, True, f"{shown} has {precision} tensor cores")
+    return PrecisionSupport(precision, False, f"emulated: {precision} tensor cores need compute capability "
+                                              f"{needed[0]}.{needed[1]} or newer, this GPU has {shown}")
+
+
+def _cpu_support(precision: str, cpu_flags: FrozenSet[str]) -> PrecisionSupport:
+    if precision == "float16":
+        return PrecisionSupport(precision, False, "emulated: TensorFlow's CPU kernels compute float16 in float32")
+    found = sorted(cpu_flags.intersection(_CPU_BFLOAT16_FLAGS))
+    if found:
+        return PrecisionSupport(precision, True, f"the CPU has {' and '.join(found)}")
+    return PrecisionSupport(precision, False, "emulated: the CPU has neither avx512_bf16 nor amx_bf16")
+
+
+def precision_support(device: DeviceInfo) -> Dict[str, PrecisionSupport]:
+    """For each low precision, whether ``device`` runs it natively (see the module docstring for the rules)."""
+    if device.kind == "GPU":
+        return {precision: _gpu_support(precision, device.compute_capability) for precision in LOW_PRECISIONS}
+    return {precision: _cpu_support(precision, device.cpu_flags) for precision in LOW_PRECISIONS}
+
+
+def native_precisions(device: DeviceInfo) -> List[str]:
+    """The low precisions ``device`` runs natively, bfloat16 first: what a benchmark measures by default."""
+    return [name for name, support in precision_support(device).items() if support.native]
+
+
+def _read_cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def cpu_features() -> Dict[str, bool]:
+    """Which low-precision instruction sets this machine's CPU has (Linux /proc/cpuinfo; all False elsewhere)."""
+    flags = set(_read_cpuinfo().split())
+    return {flag: flag in flags for flag in LOW_PRECISION_CPU_FLAGS}
+
+
+def _cpu_model_name() -> str:
+    for line in _read_cpuinfo().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def device_type() -> str:
+    """``GPU`` when TensorFlow sees a GPU (ops then run there by default), else ``CPU``."""
+    return "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
+
+
+def detect_device() -> DeviceInfo:
+    """The device TensorFlow runs ops on by default: the first GPU if there is one, else the CPU."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        details = tf.config.experimental.get_device_details(gpus[0])
+        return DeviceInfo("GPU", details.get("device_name", gpus[0].name),
+                          compute_capability=tuple(details["compute_capability"]))
+    flags = frozenset(flag for flag, present in cpu_features().items() if present)
+    return DeviceInfo("CPU", _cpu_model_name(), cpu_flags=flags)

@@ -1,0 +1,170 @@
+"""Pure helpers of the benchmark suite: device facts -> native precisions, variant planning, input checks, reports."""
+
+import json
+
+import matplotlib.image
+import pytest
+import tensorflow as tf
+
+from slim_mp import benchmark_report, benchmarking
+from slim_mp.benchmark_suite import (
+    Settings,
+    SuiteRun,
+    VariantResult,
+    check_models,
+    choose_precisions,
+    plan_variants,
+)
+from slim_mp.device_info import (
+    LOW_PRECISION_CPU_FLAGS,
+    DeviceInfo,
+    detect_device,
+    native_precisions,
+    precision_support,
+)
+
+
+def cpu(*flags: str) -> DeviceInfo:
+    return DeviceInfo("CPU", "test CPU", cpu_flags=frozenset(flags))
+
+
+def gpu(major: int, minor: int) -> DeviceInfo:
+    return DeviceInfo("GPU", "test GPU", compute_capability=(major, minor))
+
+
+# Expected answers written from the rules: bfloat16 native with avx512_bf16/amx_bf16 or compute
+# capability >= 8.0; float16 native only on GPUs with compute capability >= 7.0.
+@pytest.mark.parametrize("device, bfloat16_native, float16_native", [
+    (cpu(), False, False),
+    (cpu("avx512_bf16"), True, False),
+    (cpu("amx_bf16"), True, False),
+    (cpu("avx512_bf16", "amx_bf16", "amx_fp16", "avx512_fp16"), True, False),
+    (cpu("avx512_fp16", "amx_fp16"), False, False),
+    (gpu(6, 1), False, False),
+    (gpu(7, 0), False, True),
+    (gpu(7, 5), False, True),
+    (gpu(8, 0), True, True),
+    (gpu(8, 9), True, True),
+    (gpu(9, 0), True, True),
+    (gpu(12, 0), True, True),
+])
+def test_native_precisions_follow_the_device_facts(device, bfloat16_native, float16_native):
+    support = precision_support(device)
+    assert support["bfloat16"].native is bfloat16_native
+    assert support["float16"].native is float16_native
+    for item in support.values():
+        assert item.reason.startswith("emulated") is not item.native
+    expected = [name for name, native in (("bfloat16", bfloat16_native), ("float16", float16_native)) if native]
+    assert native_precisions(device) == expected
+
+
+def test_float16_on_a_cpu_is_reported_as_emulated():
+    assert "emulated" in precision_support(cpu("avx512_bf16"))["float16"].describe()
+
+
+@pytest.mark.parametrize("kwargs, argument", [
+    ({"kind": "TPU", "name": "x"}, "kind"),
+    ({"kind": "GPU", "name": "x"}, "compute_capability"),
+])
+def test_device_info_rejects_incomplete_facts(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        DeviceInfo(**kwargs)
+
+
+def test_detect_device_agrees_with_tensorflow_and_cpuinfo():
+    device = detect_device()
+    has_gpu = bool(tf.config.list_physical_devices("GPU"))
+    assert device.kind == ("GPU" if has_gpu else "CPU")
+    if not has_gpu:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            words = set(handle.read().split())
+        assert device.cpu_flags == words.intersection(LOW_PRECISION_CPU_FLAGS)
+    assert json.loads(json.dumps(device.as_json()))["kind"] == device.kind
+
+
+def test_default_precisions_are_the_native_ones_and_none_native_is_an_error():
+    assert choose_precisions([], gpu(8, 0)) == ["bfloat16", "float16"]
+    assert choose_precisions([], cpu("amx_bf16")) == ["bfloat16"]
+    with pytest.raises(ValueError, match="--precisions"):
+        choose_precisions([], cpu())
+
+
+def test_asked_for_precisions_run_even_when_emulated_and_aliases_collapse():
+    assert choose_precisions(["fp16", "float16", "bf16"], cpu()) == ["float16", "bfloat16"]
+    with pytest.raises(ValueError, match="precisions has 'float8'"):
+        choose_precisions(["float8"], cpu())
+
+
+def test_plan_has_float32_first_then_every_config_per_precision():
+    variants, skipped = plan_variants(["bfloat16"], cpu("avx512_bf16"))
+    assert [v.label for v in variants] == ["float32", "slim_mp_bf16", "grappler_bf16", "floor_bf16"]
+    assert skipped == []
+
+
+def test_plan_on_a_gpu_leaves_out_grappler_bfloat16_with_a_reason():
+    variants, skipped = plan_variants(["bfloat16", "float16"], gpu(9, 0))
+    labels = [v.label for v in variants]
+    assert "grappler_bf16" not in labels and "grappler_fp16" in labels
+    assert len(labels) == 6
+    assert len(skipped) == 1 and skipped[0].startswith("grappler_bf16")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("batch_size", 0), ("rounds", 0), ("warmup", -1), ("memory_steps", 0), ("image_size", 0), ("batch_size", 2.5),
+])
+def test_settings_name_the_bad_argument(field, value):
+    values = {"batch_size": 2, "image_size": None, "rounds": 2, "warmup": 1, "memory_steps": 1, field: value}
+    with pytest.raises(ValueError, match=f"^{field}="):
+        Settings(**values)
+
+
+def test_check_models_names_the_unknown_model():
+    assert check_models(["lenet", "cifarnet"]) == ["lenet", "cifarnet"]
+    with pytest.raises(ValueError, match="models: .*'lenett'.*did you mean 'lenet'"):
+        check_models(["lenet", "lenett"])
+    with pytest.raises(ValueError, match="models is empty"):
+        check_models([])
+
+
+def test_speedup_is_the_median_of_per_round_ratios():
+    times = {"float32": [2.0, 4.0, 6.0], "fast": [1.0, 1.0, 3.0]}  # per-round ratios 2, 4, 2
+    assert benchmarking.paired_ratio(times, "float32", "fast") == pytest.approx(2.0)
+
+
+def result(label: str, config: str, precision: str, native: bool, seconds: float, speedup: float) -> VariantResult:
+    return VariantResult(
+        model="toy", label=label, config=config, precision=precision, native=native, median_seconds=seconds,
+        images_per_second=4 / seconds, speedup_vs_float32=speedup, step_seconds=(seconds,), casts_executed=3,
+        casts_in_graph=2, pass_seconds=0.5 if config == "slim_mp" else None, peak_memory_bytes=3 * 2 ** 20,
+        baseline_memory_bytes=2 ** 20, memory_method="test method")
+
+
+@pytest.fixture
+def toy_run() -> SuiteRun:
+    device = cpu()
+    return SuiteRun(
+        device=device, support=precision_support(device), settings=Settings(4, None, 1, 0),
+        precisions=("float16",), skipped=("grappler_fp16: a test note",),
+        results=(result("float32", "float32", "float32", True, 0.2, 1.0),
+                 result("slim_mp_fp16", "slim_mp", "float16", False, 0.1, 2.0)))
+
+
+def test_markdown_has_one_row_per_result_and_marks_emulated_precisions(toy_run):
+    text = benchmark_report.as_markdown(toy_run)
+    rows = [line for line in text.splitlines() if line.startswith("| toy |")]
+    assert len(rows) == 2
+    cells = [cell.strip() for cell in rows[1].strip("|").split("|")]
+    assert cells[:6] == ["toy", "slim_mp_fp16", "float16 (emulated)", "100.0", "40.0", "2.00x"]
+    assert cells[6:8] == ["3.0", "2.0"]  # 3 MiB peak, 1 MiB baseline
+    assert "Left out: grappler_fp16: a test note." in text
+    assert "test method" in text
+
+
+def test_reports_are_written_and_parse(toy_run, tmp_path):
+    paths = benchmark_report.write_reports(toy_run, str(tmp_path / "out"))
+    with open(paths["json"], encoding="utf-8") as handle:
+        payload = json.load(handle)
+    assert [r["label"] for r in payload["results"]] == ["float32", "slim_mp_fp16"]
+    assert payload["precision_support"]["float16"]["native"] is False
+    image = matplotlib.image.imread(paths["png"])
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
