@@ -2,7 +2,7 @@
 
 import dataclasses
 import time
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 from absl import logging
@@ -15,6 +15,9 @@ from slim_mp.train_config import TrainConfig, check_train_config
 from slim_mp.train_graph import TrainGraph, build_train_graph
 
 tf1 = tf.compat.v1
+
+# Called after every train step with that step's progress values (step, loss, learning_rate, loss_scale, skipped).
+StepCallback = Callable[[Dict[str, float]], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +49,12 @@ def _start_session(built: TrainGraph, session: tf1.Session, train_dir: str) -> N
     session.run([tf1.local_variables_initializer(), tf1.tables_initializer()])
 
 
-def train(config: TrainConfig, print_line: Callable[[str], None] = print) -> TrainResult:
+def train(config: TrainConfig, print_line: Callable[[str], None] = print,
+          on_step: Optional[StepCallback] = None) -> TrainResult:
     """Train as ``config`` says until ``max_number_of_steps`` (or Ctrl-C, which saves a checkpoint and re-raises).
 
-    Progress lines go to ``print_line``; checkpoints and TensorBoard events to ``config.train_dir``.
+    Progress lines go to ``print_line``; checkpoints and TensorBoard events to ``config.train_dir``;
+    ``on_step``, when given, receives every step's progress values (for loss curves without parsing lines).
     """
     check_train_config(config)
     prepare_output_dir(config.train_dir, "--train_dir")
@@ -64,13 +69,13 @@ def train(config: TrainConfig, print_line: Callable[[str], None] = print) -> Tra
         _start_session(built, session, config.train_dir)
         built.graph.finalize()
         try:
-            return _loop(built, session, writer, config, print_line)
+            return _loop(built, session, writer, config, print_line, on_step)
         finally:
             writer.close()
 
 
 def _loop(built: TrainGraph, session: tf1.Session, writer: tf1.summary.FileWriter, config: TrainConfig,
-          print_line: Callable[[str], None]) -> TrainResult:
+          print_line: Callable[[str], None], on_step: Optional[StepCallback]) -> TrainResult:
     """Run train steps; log, summarise and checkpoint on their schedules; save at the end or on Ctrl-C."""
     step = int(session.run(built.global_step))
     values = None
@@ -87,6 +92,8 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: tf1.summary.FileWrite
                 throughput.step_done()
                 iterations += 1
                 step = int(values["step"])
+                if on_step is not None:
+                    on_step({key: float(values[key]) for key in built.progress})
                 if summary_due:
                     writer.add_summary(values["summary"], step)
                     last_summary = now

@@ -1,0 +1,117 @@
+"""A parity comparison as files: mean ± std per precision, the full JSON record and a Markdown table."""
+
+import dataclasses
+import json
+import os
+import statistics
+from typing import Dict, List, Optional, Sequence
+
+from slim_mp.parity import END_LEARNING_RATE_FRACTION, MOMENTUM, REFERENCE_PRECISION, ParityResult
+
+JSON_FILENAME = "parity.json"
+MARKDOWN_FILENAME = "parity.md"
+PLOT_FILENAME = "loss_curves.png"
+METRICS = ("accuracy", "final_loss", "eval_loss")
+STD_DEFINITION = "sample standard deviation over seeds (n - 1 in the denominator)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """The mean and sample standard deviation of one metric over seeds (std None for a single seed)."""
+
+    mean: float
+    std: Optional[float]
+
+    def text(self) -> str:
+        """``0.8123 ± 0.0040``, or just the mean for one seed."""
+        return f"{self.mean:.4f}" if self.std is None else f"{self.mean:.4f} ± {self.std:.4f}"
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """Mean and sample standard deviation of ``values`` (at least one)."""
+    return Spread(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None)
+
+
+def summarize(result: ParityResult) -> Dict[str, Dict[str, Spread]]:
+    """Per precision, the spread of each metric in ``METRICS`` over the seeds."""
+    return {
+        precision: {metric: spread([getattr(run, metric) for run in result.runs_of(precision)]) for metric in METRICS}
+        for precision in result.config.precisions
+    }
+
+
+def accuracy_difference(result: ParityResult) -> Spread:
+    """Top-1 of the mixed-precision run minus that of the float32 run, paired by seed."""
+    reference = {run.seed: run.accuracy for run in result.runs_of(REFERENCE_PRECISION)}
+    return spread([run.accuracy - reference[run.seed] for run in result.runs_of(result.config.precision)])
+
+
+def to_dict(result: ParityResult) -> dict:
+    """Everything ``parity.json`` holds: options, summary, paired difference and every run with its curves."""
+    return {
+        "config": dataclasses.asdict(result.config),
+        "eval_split": result.eval_split,
+        "precisions": list(result.config.precisions),
+        "std": f"{STD_DEFINITION}; null for a single seed",
+        "summary": {
+            precision: {metric: dataclasses.asdict(value) for metric, value in metrics.items()}
+            for precision, metrics in summarize(result).items()
+        },
+        "accuracy_difference": dataclasses.asdict(accuracy_difference(result)),
+        "runs": [dict(dataclasses.asdict(run), skipped_steps=run.skipped_steps) for run in result.runs],
+    }
+
+
+def _table(header: Sequence[str], rows: List[Sequence[str]]) -> List[str]:
+    """Markdown table lines."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def to_markdown(result: ParityResult) -> str:
+    """The summary table (mean ± std per precision), the paired top-1 difference and a per-seed table."""
+    config = result.config
+    summary = summarize(result)
+    seeds = ", ".join(str(seed) for seed in config.seeds)
+    lines = [
+        f"# Accuracy parity: {config.model_name} on {config.dataset_name}",
+        "",
+        f"float32 vs {config.precision}: {config.steps} steps, batch {config.batch_size}, momentum {MOMENTUM:g}, "
+        f"learning rate {config.learning_rate:g} falling linearly to {END_LEARNING_RATE_FRACTION:.0%} of it, "
+        f"seeds {seeds}. Per seed, both precisions start from the same float32 "
+        f"initial checkpoint and read the same batches; top-1 and eval loss are measured on the "
+        f"`{result.eval_split}` split, final loss is the last training step's total loss.",
+        "",
+        *_table(
+            ("precision", "top-1", "final loss", "eval loss"),
+            [(precision, *(summary[precision][metric].text() for metric in METRICS)) for precision in summary],
+        ),
+        "",
+        f"Top-1 difference, {config.precision} − float32, paired by seed: {accuracy_difference(result).text()}.",
+        f"± is the {STD_DEFINITION}.",
+        "",
+        "## Per seed",
+        "",
+        *_table(
+            ("seed", "precision", "top-1", "final loss", "eval loss", "skipped steps", "final loss scale"),
+            [(str(run.seed), run.precision, f"{run.accuracy:.4f}", f"{run.final_loss:.4f}", f"{run.eval_loss:.4f}",
+              str(run.skipped_steps), f"{run.curves.loss_scale[-1]:g}") for run in result.runs],
+        ),
+        "",
+        f"![training loss per step]({PLOT_FILENAME})",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_report(result: ParityResult) -> Dict[str, str]:
+    """Write ``parity.json`` and ``parity.md`` into the output folder; return their paths by kind."""
+    paths = {
+        "json": os.path.join(result.config.output_dir, JSON_FILENAME),
+        "markdown": os.path.join(result.config.output_dir, MARKDOWN_FILENAME),
+    }
+    with open(paths["json"], "w", encoding="utf-8") as handle:
+        json.dump(to_dict(result), handle, indent=1)
+    with open(paths["markdown"], "w", encoding="utf-8") as handle:
+        handle.write(to_markdown(result))
+    return paths
