@@ -32,6 +32,9 @@ class TrainResult:
 
 def _start_session(built: TrainGraph, session: tf1.Session, train_dir: str) -> None:
     """Restore the latest checkpoint of ``train_dir`` (step, weights, loss-scale state), or initialise and fine-tune."""
+    # Every init op exists before the first run: creating one later marks ops that already ran.
+    init_global = tf1.global_variables_initializer()
+    init_local = [tf1.local_variables_initializer(), tf1.tables_initializer()]
     latest = tf.train.latest_checkpoint(train_dir)
     if latest:
         try:
@@ -43,10 +46,10 @@ def _start_session(built: TrainGraph, session: tf1.Session, train_dir: str) -> N
             ) from error
         logging.info("Resuming from %s", latest)
     else:
-        session.run(tf1.global_variables_initializer())
+        session.run(init_global)
         if built.init_fn is not None:
             built.init_fn(session)
-    session.run([tf1.local_variables_initializer(), tf1.tables_initializer()])
+    session.run(init_local)
 
 
 def train(config: TrainConfig, print_line: Callable[[str], None] = print,
