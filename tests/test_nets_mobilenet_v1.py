@@ -1,6 +1,5 @@
 """MobileNet v1 and its width variants: official layout, end points, forward pass, body options."""
 
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -9,22 +8,14 @@ import tf_slim as slim
 
 from nets import mobilenet_v1 as mobilenet_v1_module
 from nets.mobilenet_v1 import mobilenet_v1_arg_scope, mobilenet_v1_base
-from graph_checks import softmax
+from nets_checks import Build, assert_forward_pass_gives_softmax, builder
 from reference import assert_official_outputs, load_reference
 
 NAMES = ["mobilenet_v1", "mobilenet_v1_075", "mobilenet_v1_050", "mobilenet_v1_025"]
-SOFTMAX_TOLERANCE = 1e-5
 
 
-def _builder(name: str) -> Callable[[tf.Tensor, int], tuple]:
-    """Return ``build(images, num_classes)`` creating variant ``name`` under the official arg_scope, training mode."""
-    network_fn = getattr(mobilenet_v1_module, name)
-
-    def build(images: tf.Tensor, num_classes: int) -> tuple:
-        with slim.arg_scope(mobilenet_v1_arg_scope(is_training=True)):
-            return network_fn(images, num_classes=num_classes, is_training=True)
-
-    return build
+def _builder(name: str) -> Build:
+    return builder(getattr(mobilenet_v1_module, name), lambda: mobilenet_v1_arg_scope(is_training=True))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -38,16 +29,8 @@ def test_default_image_size_is_official(name: str) -> None:
 
 
 def test_forward_pass_at_small_size_gives_finite_logits_and_softmax() -> None:
-    num_classes = 5
     batch = np.random.default_rng(0).uniform(-1.0, 1.0, size=(2, 32, 32, 3)).astype(np.float32)
-    with tf.Graph().as_default():
-        logits, end_points = _builder("mobilenet_v1_025")(tf.constant(batch), num_classes)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            logits_value, predictions = session.run([logits, end_points["Predictions"]])
-    assert logits_value.shape == (2, num_classes)
-    assert np.all(np.isfinite(logits_value))
-    np.testing.assert_allclose(predictions, softmax(logits_value), atol=SOFTMAX_TOLERANCE)
+    assert_forward_pass_gives_softmax(_builder("mobilenet_v1_025"), batch, num_classes=5)
 
 
 def test_zero_classes_returns_pooled_features() -> None:

@@ -17,7 +17,7 @@ from nets.mobilenet_blocks import (
     inverted_residual,
     squeeze_excite,
 )
-from graph_checks import softmax
+from nets_checks import Build, assert_forward_pass_gives_softmax, builder
 from reference import assert_matches_reference, load_reference
 
 NETWORKS = {
@@ -47,18 +47,11 @@ WIDTH_VARIANTS = [
 
 SMALLEST_IMAGE_SIZE = 32  # total stride of every MobileNet body
 FLOAT32_TOLERANCE = 1e-5
-SOFTMAX_TOLERANCE = 1e-5
 
 
-def _builder(name: str) -> Callable[[tf.Tensor, int], tuple]:
-    """Return ``build(images, num_classes)`` that creates network ``name`` under its arg_scope, in training mode."""
+def _builder(name: str) -> Build:
     network_fn, arg_scope_fn = NETWORKS[name]
-
-    def build(images: tf.Tensor, num_classes: int) -> tuple:
-        with slim.arg_scope(arg_scope_fn()):
-            return network_fn(images, num_classes=num_classes, is_training=True)
-
-    return build
+    return builder(network_fn, arg_scope_fn)
 
 
 def _output_depths(name: str) -> Dict[str, int]:
@@ -123,19 +116,8 @@ def test_finegrain_mode_keeps_the_last_layer_only_below_multiplier_one() -> None
 
 @pytest.mark.parametrize("name", SMALL_NETWORKS)
 def test_forward_pass_gives_finite_logits_and_softmax_predictions(name: str) -> None:
-    num_classes = 7
-    with tf.Graph().as_default():
-        images = tf.constant(
-            np.random.default_rng(0).uniform(-1.0, 1.0, size=(2, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3)),
-            dtype=tf.float32,
-        )
-        logits, end_points = _builder(name)(images, num_classes)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            logits_value, predictions = session.run([logits, end_points["Predictions"]])
-    assert logits_value.shape == (2, num_classes)
-    assert np.all(np.isfinite(logits_value))
-    np.testing.assert_allclose(predictions, softmax(logits_value), atol=SOFTMAX_TOLERANCE)
+    images = np.random.default_rng(0).uniform(-1.0, 1.0, size=(2, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3))
+    assert_forward_pass_gives_softmax(_builder(name), images, num_classes=7)
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v2_035", "mobilenet_v3_small"])

@@ -1,6 +1,5 @@
 """CifarNet and LeNet: official variable layout, end points, and a real forward pass."""
 
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ import tf_slim as slim
 
 from nets.cifarnet import cifarnet, cifarnet_arg_scope
 from nets.lenet import lenet, lenet_arg_scope
-from graph_checks import softmax
+from nets_checks import Build, assert_forward_pass_gives_softmax, builder
 from reference import assert_official_outputs, load_reference
 
 NETWORKS = {
@@ -17,18 +16,11 @@ NETWORKS = {
     "lenet": (lenet, lenet_arg_scope),
 }
 
-SOFTMAX_TOLERANCE = 1e-5
 
 
-def _builder(name: str, **kwargs) -> Callable[[tf.Tensor, int], tuple]:
-    """Return ``build(images, num_classes)`` that creates network ``name`` under its arg_scope, in training mode."""
+def _builder(name: str, **kwargs) -> Build:
     network_fn, arg_scope_fn = NETWORKS[name]
-
-    def build(images: tf.Tensor, num_classes: int) -> tuple:
-        with slim.arg_scope(arg_scope_fn()):
-            return network_fn(images, num_classes=num_classes, is_training=True, **kwargs)
-
-    return build
+    return builder(network_fn, arg_scope_fn, **kwargs)
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
@@ -45,17 +37,8 @@ def test_default_image_size_is_official(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(NETWORKS))
 def test_forward_pass_gives_finite_logits_and_softmax_predictions(name: str) -> None:
     size = load_reference()[name]["default_image_size"]
-    num_classes = 7
     batch = np.random.default_rng(0).uniform(-1.0, 1.0, size=(2, size, size, 3)).astype(np.float32)
-    with tf.Graph().as_default():
-        images = tf.constant(batch)
-        logits, end_points = _builder(name)(images, num_classes)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            logits_value, predictions = session.run([logits, end_points["Predictions"]])
-    assert logits_value.shape == (2, num_classes)
-    assert np.all(np.isfinite(logits_value))
-    np.testing.assert_allclose(predictions, softmax(logits_value), atol=SOFTMAX_TOLERANCE)
+    assert_forward_pass_gives_softmax(_builder(name), batch, num_classes=7)
 
 
 @pytest.mark.parametrize(("name", "feature_width"), [("cifarnet", 192), ("lenet", 1024)])

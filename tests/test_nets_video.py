@@ -10,7 +10,7 @@ import tf_slim as slim
 from nets.i3d import i3d, i3d_arg_scope
 from nets.i3d_blocks import centered_identity_initializer, self_gate, spatiotemporal_conv3d
 from nets.s3dg import s3dg, s3dg_arg_scope
-from graph_checks import softmax
+from nets_checks import Build, assert_forward_pass_gives_softmax, builder
 from reference import assert_official_outputs, load_reference
 
 NETWORKS = {"i3d": (i3d, i3d_arg_scope), "s3dg": (s3dg, s3dg_arg_scope)}
@@ -19,15 +19,9 @@ SMALL_CLIP_SHAPE = (2, 8, 32, 32, 3)
 FLOAT32_TOLERANCE = 1e-5
 
 
-def _builder(name: str, **kwargs) -> Callable[[tf.Tensor, int], tuple]:
-    """Return ``build(clips, num_classes)`` creating network ``name`` under its arg_scope, in training mode."""
+def _builder(name: str, **kwargs) -> Build:
     network_fn, arg_scope_fn = NETWORKS[name]
-
-    def build(clips: tf.Tensor, num_classes: int) -> tuple:
-        with slim.arg_scope(arg_scope_fn()):
-            return network_fn(clips, num_classes=num_classes, is_training=True, **kwargs)
-
-    return build
+    return builder(network_fn, arg_scope_fn, **kwargs)
 
 
 def _variable_names(build: Callable[[tf.Tensor, int], tuple], shape=SMALL_CLIP_SHAPE) -> list:
@@ -51,16 +45,8 @@ def test_default_image_size_is_official(name: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(NETWORKS))
 def test_forward_pass_on_short_clip_gives_finite_logits_and_softmax(name: str) -> None:
-    num_classes = 6
     clip = np.random.default_rng(0).uniform(-1.0, 1.0, size=SMALL_CLIP_SHAPE).astype(np.float32)
-    with tf.Graph().as_default():
-        logits, end_points = _builder(name)(tf.constant(clip), num_classes)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            logits_value, predictions = session.run([logits, end_points["Predictions"]])
-    assert logits_value.shape == (2, num_classes)
-    assert np.all(np.isfinite(logits_value))
-    np.testing.assert_allclose(predictions, softmax(logits_value), atol=FLOAT32_TOLERANCE)
+    assert_forward_pass_gives_softmax(_builder(name), clip, num_classes=6)
 
 
 def test_self_gate_matches_numpy_reference() -> None:
