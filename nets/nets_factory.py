@@ -83,15 +83,15 @@ def network_names() -> list:
     return sorted(NETWORK_ENTRIES)
 
 
-def _check_name(name: str) -> NetworkEntry:
-    """The entry of ``name``, or a ValueError that lists the valid names and the closest ones."""
+def check_network_name(name: str, argument: str = "name") -> NetworkEntry:
+    """The entry of ``name``, or a ValueError naming ``argument`` with the closest and all valid names."""
     if not isinstance(name, str):
-        raise TypeError(f"name={name!r} must be a network name string such as 'resnet_v1_50'.")
+        raise TypeError(f"{argument}={name!r} must be a network name string such as 'resnet_v1_50'.")
     if name in NETWORK_ENTRIES:
         return NETWORK_ENTRIES[name]
     closest = difflib.get_close_matches(name, NETWORK_ENTRIES, n=3)
     hint = f" (did you mean {', '.join(repr(match) for match in closest)}?)" if closest else ""
-    raise ValueError(f"name={name!r} is not a known network{hint}; use one of: {', '.join(network_names())}.")
+    raise ValueError(f"{argument}={name!r} is not a known network{hint}; use one of: {', '.join(network_names())}.")
 
 
 def _import_attribute(module_name: str, attribute: str, network: str) -> Callable:
@@ -112,13 +112,13 @@ def _import_attribute(module_name: str, attribute: str, network: str) -> Callabl
 
 def network_function(name: str) -> Callable:
     """The network function of ``name`` (imports its module)."""
-    entry = _check_name(name)
+    entry = check_network_name(name)
     return _import_attribute(entry.module, entry.function, name)
 
 
 def arg_scope_function(name: str) -> Callable:
     """The arg_scope function of ``name`` (imports its module)."""
-    entry = _check_name(name)
+    entry = check_network_name(name)
     return _import_attribute(entry.arg_scope_module, entry.arg_scope, name)
 
 

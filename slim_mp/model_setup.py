@@ -9,11 +9,8 @@ from nets.preprocessing import preprocessing_factory
 
 
 def check_model_name(model_name: str) -> None:
-    """Raise ValueError naming ``--model_name`` unless the factory knows the network."""
-    if model_name not in nets_factory.NETWORK_ENTRIES:
-        raise ValueError(
-            f"--model_name={model_name!r} is not a known network; use one of {', '.join(nets_factory.network_names())}."
-        )
+    """Raise ValueError naming ``--model_name`` (with the closest names) unless the factory knows the network."""
+    nets_factory.check_network_name(model_name, "--model_name")
 
 
 def network_and_preprocessing(
