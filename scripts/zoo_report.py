@@ -19,6 +19,7 @@ import tensorflow as tf  # noqa: E402
 
 import slim_mp  # noqa: E402
 from nets import nets_factory  # noqa: E402
+from slim_mp.select import select_region  # noqa: E402
 
 flags.DEFINE_string("precision", "bfloat16", "float16 or bfloat16.")
 flags.DEFINE_list("names", [], "Networks to build (default: all).")
@@ -28,17 +29,6 @@ FLAGS = flags.FLAGS
 _MATH = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "DepthwiseConv2dNative",
          "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter", "MatMul",
          "BatchMatMulV2", "Conv3D", "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2"}
-
-
-def _reachable(op: tf.Operation) -> list:
-    seen, stack = set(), [op]
-    while stack:
-        current = stack.pop()
-        if current not in seen:
-            seen.add(current)
-            stack.extend(t.op for t in current.inputs)
-            stack.extend(current.control_inputs)
-    return list(seen)
 
 
 def network_row(name: str, precision: str) -> dict:
@@ -55,7 +45,7 @@ def network_row(name: str, precision: str) -> dict:
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             train_op = optimizer.minimize(tf.compat.v1.losses.get_total_loss())
         report = optimizer.rewrite_reports[0]
-        step_ops = _reachable(train_op)
+        step_ops = select_region(train_op).ops
         params = sum(int(np.prod(v.shape.as_list())) for v in tf.compat.v1.model_variables())
     return {
         "network": name, "params": params, "image_size": size, "ops_converted": report.ops_converted,
