@@ -192,7 +192,12 @@ class ExponentialUpdateLossScaleManager(LossScaleManager):
         return [self._loss_scale, self._good_steps, self._bad_steps]
 
     def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
-        """Return an op applying one step of the rule above (branch-free, no ``tf.cond``)."""
+        """Return an op applying one step of the rule above.
+
+        The scale is written only when it changes: under asynchronous workers sharing the state
+        on a parameter server, a worker's finite step must not write back the value it read
+        while another worker was shrinking the scale.
+        """
         with tf.name_scope("update_loss_scale"):
             finite = tf.convert_to_tensor(finite_grads, dtype=tf.bool)
             scale = self._loss_scale.read_value()
@@ -211,8 +216,13 @@ class ExponentialUpdateLossScaleManager(LossScaleManager):
             zero = tf.zeros_like(good)
             new_good = tf.where(changed_period | tf.logical_not(finite), zero, good + 1)
             new_bad = tf.where(changed_period, zero, tf.where(finite, bad, bad + 1))
+            write_scale = tf.cond(
+                tf.not_equal(new_scale, scale),
+                lambda: tf.group(self._loss_scale.assign(new_scale, read_value=False)),
+                tf.no_op,
+            )
             return tf.group(
-                self._loss_scale.assign(new_scale, read_value=False),
+                write_scale,
                 self._good_steps.assign(new_good, read_value=False),
                 self._bad_steps.assign(new_bad, read_value=False),
             )

@@ -62,8 +62,11 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
       clipping, multipliers and summaries in between see true gradients.
       ``None`` gradients pass through; ``IndexedSlices`` stay sparse.
     * ``apply_gradients`` runs the wrapped update only when every gradient is
-      finite; otherwise variables, slots and ``global_step`` stay unchanged.
-      The manager is updated on every step.
+      finite; otherwise variables, slots and ``global_step`` stay unchanged
+      (``count_skipped_steps=True`` still advances ``global_step``, which
+      ``tf.compat.v1.train.SyncReplicasOptimizer`` needs: its gradient
+      accumulators move one step per update, applied or not). The manager is
+      updated on every step.
     * ``loss_scale`` and ``skipped_steps`` are tensors for progress lines and
       are also written as TensorBoard scalars.
     * Divergence guard: after ``max_consecutive_skips_at_min`` skipped steps
@@ -89,6 +92,7 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
         loss_scale_manager: LossScaleManager,
         max_consecutive_skips_at_min: Optional[int] = 100,
         name: str = "LossScaleOptimizer",
+        count_skipped_steps: bool = False,
     ) -> None:
         if not isinstance(opt, tf.compat.v1.train.Optimizer):
             raise TypeError(
@@ -113,12 +117,18 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
         self._optimizer = opt
         self._manager = loss_scale_manager
         self._skip_limit = max_consecutive_skips_at_min
+        self._count_skipped_steps = count_skipped_steps
         self._counters_by_graph: Dict[tf.Graph, SkipCounters] = {}
 
     @property
     def inner_optimizer(self) -> tf.compat.v1.train.Optimizer:
         """The wrapped optimizer."""
         return self._optimizer
+
+    @property
+    def counts_skipped_steps(self) -> bool:
+        """True when a skipped step still advances ``global_step`` (see the class docstring)."""
+        return self._count_skipped_steps
 
     @property
     def loss_scale_manager(self) -> LossScaleManager:
@@ -203,10 +213,15 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
             bookkeeping = [update_scale, record]
             if self._skip_limit is not None:
                 bookkeeping.append(divergence_guard(streak, self._skip_limit, present, finite, loss_scale))
+        def skip() -> tf.Operation:
+            if self._count_skipped_steps and global_step is not None:
+                return tf.group(tf.compat.v1.assign_add(global_step, 1))
+            return tf.no_op()
+
         apply_if_finite = tf.cond(
             all_finite,
             lambda: tf.group(self._optimizer.apply_gradients(grads_and_vars, global_step, name)),
-            tf.no_op,
+            skip,
         )
         return tf.group(apply_if_finite, *bookkeeping)
 
