@@ -34,13 +34,13 @@ HELP: Dict[str, str] = {
     "use_grayscale": "Feed the network single-channel (grayscale) images.",
     "num_preprocessing_threads": "The number of images decoded and preprocessed in parallel.",
     "moving_average_decay": "The decay of the moving average of the model variables; unset for none.",
-    "master": "The address of the TensorFlow master (only the local one, '', is supported).",
+    "master": "The address of the TensorFlow master (a running worker server, e.g. grpc://host:2222); '' is local.",
     # training
     "train_dir": "Folder where checkpoints and event logs are written (training resumes from it).",
-    "num_clones": "Number of model clones to deploy (only 1 is supported).",
-    "clone_on_cpu": "Place the model on the CPU.",
-    "worker_replicas": "Number of worker replicas (only 1 is supported).",
-    "num_ps_tasks": "Number of parameter servers (only 0 is supported).",
+    "num_clones": "Number of model clones to deploy (one per GPU, or all on the CPU with --clone_on_cpu).",
+    "clone_on_cpu": "Place the model clones on the CPU.",
+    "worker_replicas": "Number of worker replicas.",
+    "num_ps_tasks": "Number of parameter servers; 0 trains in this process alone.",
     "num_readers": "Number of parallel readers (the dataset reader interleaves its files itself).",
     "log_every_n_steps": "Print a progress line every this many steps.",
     "save_summaries_secs": "Write TensorBoard summaries every this many seconds.",
@@ -49,7 +49,7 @@ HELP: Dict[str, str] = {
     "weight_decay": "The weight decay on the model weights.",
     "quantize_delay": "Steps before quantized training starts; -1 disables it (quantization is not supported).",
     "label_smoothing": "The amount of label smoothing.",
-    "sync_replicas": "Synchronize the replicas during training (not supported).",
+    "sync_replicas": "Synchronize the replicas: average their gradients into one update per step.",
     "replicas_to_aggregate": "The number of gradients to collect before updating the parameters.",
     "train_image_size": "Train image size; unset means the network's default.",
     "max_number_of_steps": "The maximum number of training steps; unset trains until interrupted.",
@@ -57,6 +57,9 @@ HELP: Dict[str, str] = {
     "checkpoint_exclude_scopes": "Comma-separated scopes of variables not restored from --checkpoint_path.",
     "trainable_scopes": "Comma-separated scopes of the variables to train; unset trains all.",
     "ignore_missing_vars": "Leave model variables missing from --checkpoint_path at their initial values.",
+    "ps_hosts": "Comma-separated host:port of the parameter servers (this worker then starts its own server).",
+    "worker_hosts": "Comma-separated host:port of the workers, task 0 first.",
+    "fault_nonfinite_steps": "Testing aid: make this process's gradients inf at these of its steps (from 1).",
     "seed": "Graph-level random seed (initialisation, shuffling, augmentation); unset for a random one.",
     # optimizer
     "optimizer": "The optimizer: adadelta, adagrad, adam, ftrl, momentum, sgd or rmsprop.",
@@ -139,10 +142,21 @@ def config_from_flags(config_type: Type[ConfigT]) -> ConfigT:
         if dataclasses.is_dataclass(value_type):
             values[field.name] = config_from_flags(value_type)
         elif typing.get_origin(value_type) is tuple:
-            values[field.name] = tuple(item for item in FLAGS[field.name].value or () if item)
+            items = [item for item in FLAGS[field.name].value or () if item]
+            values[field.name] = _list_items(field.name, items, typing.get_args(value_type)[0])
         else:
             values[field.name] = FLAGS[field.name].value
     return config_type(**values)
+
+
+def _list_items(name: str, items: Sequence[str], item_type: type) -> tuple:
+    """Convert the items of list flag ``name`` to ``item_type``; ValueError naming the flag for a bad item."""
+    try:
+        return tuple(item_type(item) for item in items)
+    except ValueError as error:
+        raise ValueError(
+            f"--{name}={','.join(items)} holds an item that is not {item_type.__name__}; pass e.g. --{name}=3,7."
+        ) from error
 
 
 def _parse_flags(argv: Sequence[str]) -> list:
@@ -162,16 +176,21 @@ def _report_and_exit(error: BaseException, message: str, code: int) -> None:
     sys.exit(code)
 
 
-def run(main: Callable[[], None]) -> None:
+def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
     """Run ``main`` as a command-line program.
 
     Bad input (``UsageError``, ``ValueError``, ``TypeError``) prints one ``error: ...`` line
     naming the flag and the fix and exits with status 2, with the traceback only under
-    ``--verbose``; Ctrl-C exits with status 130 (training saves a checkpoint first).
+    ``--verbose``; Ctrl-C exits with status 130 (training saves a checkpoint first). With
+    ``takes_arguments`` the arguments after ``--`` are passed to ``main`` as a list; otherwise
+    any positional argument is an error.
     """
 
     def guarded(argv: Sequence[str]) -> None:
         try:
+            if takes_arguments:
+                main(list(argv[1:]))
+                return
             if len(argv) > 1:
                 raise app.UsageError(
                     f"unexpected argument {argv[1]!r}; pass every option as a --flag=value pair."

@@ -19,7 +19,8 @@ class InputOptions:
     Training (``is_training``) shuffles, repeats forever and drops the last partial batch;
     evaluation reads the split exactly once and keeps the partial batch, so every example
     counts once. ``labels_offset`` is subtracted from every label (e.g. 1 to drop a
-    background class).
+    background class). ``num_shards``/``shard_index`` give each worker of a cluster every
+    ``num_shards``-th example (disjoint shards when ``seed`` fixes the file order).
     """
 
     batch_size: int
@@ -29,6 +30,8 @@ class InputOptions:
     labels_offset: int = 0
     use_grayscale: bool = False
     seed: Optional[int] = None
+    num_shards: int = 1
+    shard_index: int = 0
 
 
 def check_options(options: InputOptions) -> None:
@@ -61,6 +64,8 @@ def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOpti
         return image, tf.cast(label, tf.int64) - options.labels_offset
 
     dataset = spec.make_dataset(shuffle_files=options.is_training, seed=options.seed)
+    if options.num_shards > 1:
+        dataset = dataset.shard(options.num_shards, options.shard_index)
     if options.is_training:
         buffer = min(spec.num_samples, max(SHUFFLE_BUFFER_IMAGES, 4 * options.batch_size))
         dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True).repeat()
@@ -69,11 +74,15 @@ def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOpti
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+def make_iterator(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions) -> tf.compat.v1.data.Iterator:
+    """Return a one-shot iterator over ``make_dataset`` (graph mode); each ``get_next()`` call is another batch."""
+    return tf.compat.v1.data.make_one_shot_iterator(make_dataset(spec, preprocess, options))
+
+
 def next_batch(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions) -> Tuple[tf.Tensor, tf.Tensor]:
     """Return the ``(images, labels)`` tensors of a one-shot iterator over ``make_dataset`` (graph mode).
 
     In evaluation, running them past the end raises ``tf.errors.OutOfRangeError``.
     """
-    iterator = tf.compat.v1.data.make_one_shot_iterator(make_dataset(spec, preprocess, options))
-    images, labels = iterator.get_next()
+    images, labels = make_iterator(spec, preprocess, options).get_next()
     return images, labels

@@ -1,8 +1,11 @@
 """``TrainConfig``: every option of ``train_image_classifier.py``, named and defaulted as the original flags."""
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
+from slim_mp.clones import ClonePlacement
+from slim_mp.cluster import ClusterLayout, make_cluster_layout
+from slim_mp.fault_injection import check_fault_steps
 from slim_mp.learning_rate import LearningRateSettings, check_decay_type
 from slim_mp.optimizers import OptimizerSettings, check_optimizer_name
 from slim_mp.precision_options import LossScaleOptions, PrecisionOptions, check_precision
@@ -45,33 +48,42 @@ class TrainConfig:
     trainable_scopes: Optional[str] = None
     ignore_missing_vars: bool = False
     seed: Optional[int] = None
+    ps_hosts: Tuple[str, ...] = ()
+    worker_hosts: Tuple[str, ...] = ()
+    fault_nonfinite_steps: Tuple[int, ...] = ()
     optimizer_settings: OptimizerSettings = dataclasses.field(default_factory=OptimizerSettings)
     learning_rate_settings: LearningRateSettings = dataclasses.field(default_factory=LearningRateSettings)
     precision_options: PrecisionOptions = dataclasses.field(default_factory=PrecisionOptions)
     loss_scale_options: LossScaleOptions = dataclasses.field(default_factory=LossScaleOptions)
 
 
-def _unsupported(config: TrainConfig) -> Optional[str]:
-    """Name the first distributed/quantized option set to something this trainer cannot do, or None."""
-    checks = (
-        (config.num_clones != 1, f"--num_clones={config.num_clones}", "--num_clones=1"),
-        (config.worker_replicas != 1, f"--worker_replicas={config.worker_replicas}", "--worker_replicas=1"),
-        (config.num_ps_tasks != 0, f"--num_ps_tasks={config.num_ps_tasks}", "--num_ps_tasks=0"),
-        (config.sync_replicas, "--sync_replicas", "--nosync_replicas"),
-        (config.master != "", f"--master={config.master}", "--master=''"),
-        (config.quantize_delay >= 0, f"--quantize_delay={config.quantize_delay}", "--quantize_delay=-1"),
+def cluster_layout(config: TrainConfig) -> ClusterLayout:
+    """This process's place in the cluster the flags describe (ValueError naming the flag if they disagree)."""
+    return make_cluster_layout(
+        config.task, config.worker_replicas, config.num_ps_tasks, config.ps_hosts, config.worker_hosts, config.master
     )
-    for is_set, setting, fix in checks:
-        if is_set:
-            return f"{setting} is not yet supported (single-process training only); use {fix}."
-    return None
+
+
+def _check_replication(config: TrainConfig) -> None:
+    """Raise ValueError naming the flag when the clone or replica flags contradict each other."""
+    ClonePlacement(config.num_clones, config.clone_on_cpu)
+    cluster_layout(config)
+    if config.sync_replicas and config.worker_replicas < 2:
+        raise ValueError(
+            f"--sync_replicas needs several workers, but --worker_replicas={config.worker_replicas}; "
+            "raise --worker_replicas or drop --sync_replicas."
+        )
+    if config.sync_replicas and config.replicas_to_aggregate < 1:
+        raise ValueError(f"--replicas_to_aggregate={config.replicas_to_aggregate} must be at least 1.")
+    if config.quantize_delay >= 0:
+        raise ValueError(f"--quantize_delay={config.quantize_delay} is not supported (no quantized training); "
+                         "use --quantize_delay=-1.")
 
 
 def check_train_config(config: TrainConfig) -> None:
     """Raise ValueError naming the flag for options that are unsupported or out of range, before any work."""
-    problem = _unsupported(config)
-    if problem:
-        raise ValueError(problem)
+    _check_replication(config)
+    check_fault_steps(config.fault_nonfinite_steps)
     check_precision(config.precision_options.precision)
     check_optimizer_name(config.optimizer_settings.optimizer)
     check_decay_type(config.learning_rate_settings.learning_rate_decay_type)

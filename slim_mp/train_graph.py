@@ -1,22 +1,31 @@
-"""Build the training graph of ``train_image_classifier.py``: input, network, losses, optimizer, mixed precision."""
+"""Build the training graph of ``train_image_classifier.py``: input, clones, losses, optimizer, mixed precision.
+
+The same builder serves one process and every worker of a cluster: with parameter servers the
+variables (and the loss-scale state) are placed on them, and ``--sync_replicas`` averages the
+workers' gradients into one update.
+"""
 
 import contextlib
 import dataclasses
 from typing import Dict, List, Optional
 
 import tensorflow as tf
-import tf_slim as slim
 
 from slim_mp.checkpoint_restore import InitFn, fine_tune_init_fn
+from slim_mp.clones import ClonePlacement, create_clones, scope_filter
+from slim_mp.cluster import ClusterLayout
 from slim_mp.datasets import DatasetSpec, get_dataset
-from slim_mp.input_pipeline import InputOptions, next_batch
+from slim_mp.fault_injection import inject_nonfinite_gradients
+from slim_mp.input_pipeline import InputOptions, make_iterator
 from slim_mp.learning_rate import make_learning_rate
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.model_setup import input_size, network_and_preprocessing
 from slim_mp.optimizers import make_optimizer
 from slim_mp.precision_options import make_manager
 from slim_mp.scopes import in_scopes, parse_scopes
+from slim_mp.session_start import SessionOps, make_session_ops
 from slim_mp.train_config import TrainConfig
+from slim_mp.train_step import SyncSettings, build_train_step
 
 tf1 = tf.compat.v1
 
@@ -28,18 +37,20 @@ class TrainGraph:
     """The graph of one run and the tensors the loop needs.
 
     ``progress`` tensors (loss, step, learning rate, loss scale, skipped steps) are read after
-    the train step in the same ``session.run``.
+    the train step in the same ``session.run``. ``images_per_step`` counts this process's images
+    (batch size times clones).
     """
 
     graph: tf.Graph
     global_step: tf.Variable
-    train_op: tf.Tensor
     progress: Dict[str, tf.Tensor]
     summary_op: Optional[tf.Tensor]
     saver: tf1.train.Saver
     init_fn: Optional[InitFn]
     dataset: DatasetSpec
     optimizer: tf1.train.Optimizer
+    session_ops: SessionOps
+    images_per_step: int
 
 
 def add_classification_losses(
@@ -80,19 +91,37 @@ def _add_summaries(losses: Dict[str, tf.Tensor], learning_rate: tf.Tensor) -> Op
     return tf1.summary.merge_all()
 
 
-def _moving_average_step(train_op: tf.Tensor, decay: float, global_step: tf.Tensor) -> tf.Tensor:
-    """Return ``train_op`` followed by an update of the moving averages of the model variables."""
-    averages = tf1.train.ExponentialMovingAverage(decay, global_step)
-    with tf.control_dependencies([train_op]):
-        update = averages.apply(slim.get_model_variables())
-    with tf.control_dependencies([update]):
-        return tf.identity(train_op, name="train_op_with_averages")
+def _clone_placement(config: TrainConfig, layout: ClusterLayout) -> ClonePlacement:
+    """Where the clones run; several GPU clones need that many GPUs on this machine."""
+    placement = ClonePlacement(config.num_clones, config.clone_on_cpu, variables_on_ps=layout.distributed)
+    if config.num_clones > 1 and not config.clone_on_cpu and not layout.master:
+        gpus = len(tf.config.list_physical_devices("GPU"))
+        if gpus < config.num_clones:
+            raise ValueError(
+                f"--num_clones={config.num_clones} puts one clone per GPU, but this machine has {gpus} GPU(s); "
+                "pass --clone_on_cpu or fewer clones."
+            )
+    return placement
 
 
-def build_train_graph(config: TrainConfig) -> TrainGraph:
-    """Build the whole training graph of ``config`` in a new graph (nothing runs yet)."""
+def _model_fn(iterator: tf1.data.Iterator, network_fn, inputs_device: str, num_classes: int, label_smoothing: float):
+    """The per-clone model: take the next batch (on the input device), run the network, add the losses."""
+
+    def model() -> Dict[str, tf.Tensor]:
+        with tf.device(inputs_device):
+            images, labels = iterator.get_next()
+        logits, end_points = network_fn(images)
+        add_classification_losses(logits, end_points, labels, num_classes, label_smoothing)
+        return end_points
+
+    return model
+
+
+def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
+    """Build the whole training graph of ``config`` for this process of ``layout`` (nothing runs yet)."""
     graph = tf.Graph()
-    with graph.as_default():
+    device_setter = layout.device_setter()
+    with graph.as_default(), (tf1.device(device_setter) if device_setter else contextlib.nullcontext()):
         if config.seed is not None:
             tf1.set_random_seed(config.seed)
         dataset = get_dataset(config.dataset_name, config.dataset_split_name, config.dataset_dir or None)
@@ -110,53 +139,65 @@ def build_train_graph(config: TrainConfig) -> TrainGraph:
             labels_offset=config.labels_offset,
             use_grayscale=config.use_grayscale,
             seed=config.seed,
+            num_shards=config.worker_replicas,
+            shard_index=config.task,
         )
-        images, labels = next_batch(dataset, preprocess, input_options)
-        placement = tf.device("/cpu:0") if config.clone_on_cpu else contextlib.nullcontext()
-        with placement:
-            logits, end_points = network_fn(images)
-            add_classification_losses(logits, end_points, labels, num_classes, config.label_smoothing)
-            total_loss = tf1.losses.get_total_loss()
+        inputs_device = f"{layout.worker_device}/device:CPU:0"
+        with tf.device(inputs_device):
+            iterator = make_iterator(dataset, preprocess, input_options)
+        clones = create_clones(
+            _model_fn(iterator, network_fn, inputs_device, num_classes, config.label_smoothing),
+            _clone_placement(config, layout),
+        )
+        updates_per_step = config.replicas_to_aggregate if config.sync_replicas else 1
         learning_rate = make_learning_rate(
-            config.learning_rate_settings, global_step, dataset.num_samples, config.batch_size
+            config.learning_rate_settings, global_step, dataset.num_samples, config.batch_size * updates_per_step
         )
         optimizer = make_optimizer(config.optimizer_settings, learning_rate)
         precision = config.precision_options
         if precision.mixed:
             optimizer = enable_mixed_precision(
                 optimizer, precision.precision, loss_scale=make_manager(config.loss_scale_options, precision.precision),
+                count_skipped_steps=config.sync_replicas,
+                device_type="CPU" if config.clone_on_cpu else None,
                 **precision.rewrite_options(),
             )
         init_fn = fine_tune_init_fn(
             config.checkpoint_path, parse_scopes(config.checkpoint_exclude_scopes),
             config.ignore_missing_vars, config.train_dir,
         )
-        train_op = slim.learning.create_train_op(
-            total_loss, optimizer, global_step=global_step,
-            variables_to_train=variables_to_train(config.trainable_scopes),
+        sync = SyncSettings(config.replicas_to_aggregate, config.worker_replicas) if config.sync_replicas else None
+        step = build_train_step(
+            optimizer, clones, global_step, variables_to_train(config.trainable_scopes), sync=sync,
+            moving_average_decay=config.moving_average_decay,
+            transform_gradients=lambda grads: inject_nonfinite_gradients(
+                grads, config.fault_nonfinite_steps, inputs_device
+            ),
         )
-        if config.moving_average_decay:
-            train_op = _moving_average_step(train_op, config.moving_average_decay, global_step)
-        losses = {f"losses/{loss.op.name}": loss for loss in tf1.losses.get_losses()}
+        losses = {f"losses/{loss.op.name}": loss for loss in tf1.losses.get_losses(scope=scope_filter(clones[0].scope))}
         losses["losses/regularization"] = tf1.losses.get_regularization_loss()
-        losses["total_loss"] = train_op
+        losses["total_loss"] = step.train_tensor
         summary_op = _add_summaries(losses, learning_rate)
-        progress = _progress_tensors(train_op, global_step, learning_rate, optimizer)
+        progress = _progress_tensors(step.train_tensor, global_step, learning_rate, optimizer)
         saver = tf1.train.Saver(max_to_keep=None, save_relative_paths=True)
-    return TrainGraph(graph, global_step, train_op, progress, summary_op, saver, init_fn, dataset, optimizer)
+        session_ops = make_session_ops(layout.is_chief, step.sync_optimizer)
+    return TrainGraph(
+        graph, global_step, progress, summary_op, saver, init_fn, dataset, optimizer, session_ops,
+        images_per_step=config.batch_size * config.num_clones,
+    )
 
 
 def _progress_tensors(
-    train_op: tf.Tensor, global_step: tf.Variable, learning_rate: tf.Tensor, optimizer: tf1.train.Optimizer
+    train_tensor: tf.Tensor, global_step: tf.Variable, learning_rate: tf.Tensor, optimizer: tf1.train.Optimizer
 ) -> Dict[str, tf.Tensor]:
     """Tensors for the progress line, each read after the train step (float32 runs report scale 1, 0 skipped)."""
-    with tf.control_dependencies([train_op]):
+    with tf.control_dependencies([train_tensor]):
         if isinstance(optimizer, MixedPrecisionOptimizer):
             loss_scale, skipped = optimizer.loss_scale, optimizer.skipped_steps
         else:
             loss_scale, skipped = tf.constant(1.0), tf.constant(0, tf.int64)
         return {
-            "loss": tf.identity(train_op),
+            "loss": tf.identity(train_tensor),
             "step": global_step.read_value(),
             "learning_rate": tf.identity(learning_rate),
             "loss_scale": tf.identity(loss_scale),

@@ -144,7 +144,8 @@ BAD_INPUT = {
     "missing dataset dir": (["--dataset_name=cifar10"], "--dataset_dir"),
     "empty dataset dir": (["--dataset_name=cifar10", "--dataset_dir={empty}"], "--dataset_dir="),
     "wrong checkpoint": (["--checkpoint_path={empty}/model.ckpt-7"], "--checkpoint_path="),
-    "multi-clone": (["--num_clones=2"], "--num_clones=2 is not yet supported"),
+    "GPU clones without GPUs": (["--num_clones=2"], "--num_clones=2 puts one clone per GPU"),
+    "task out of range": (["--worker_replicas=2", "--num_ps_tasks=1", "--task=2"], "--task=2 is out of range"),
     "bad flag value": (["--batch_size=many"], "--batch_size"),
 }
 

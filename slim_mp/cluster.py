@@ -1,0 +1,162 @@
+"""Where a training process sits in a TensorFlow cluster: its job and task, devices, and session target.
+
+TF-Slim's flags describe the cluster (``--num_ps_tasks``, ``--worker_replicas``, ``--task``,
+``--master``); ``--ps_hosts``/``--worker_hosts`` add the addresses, so a worker can start its own
+server instead of needing one started elsewhere. Variables go to the parameter servers (``ps``
+job), everything else to this worker (``worker`` job, task ``--task``); task 0 is the chief.
+"""
+
+import dataclasses
+from typing import Callable, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+PS_JOB = "ps"
+WORKER_JOB = "worker"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterLayout:
+    """This process's place in the cluster (a single process when ``num_ps_tasks`` is 0)."""
+
+    task: int = 0
+    worker_replicas: int = 1
+    num_ps_tasks: int = 0
+    ps_hosts: Tuple[str, ...] = ()
+    worker_hosts: Tuple[str, ...] = ()
+    master: str = ""
+
+    @property
+    def distributed(self) -> bool:
+        """True when variables live on parameter servers."""
+        return self.num_ps_tasks > 0
+
+    @property
+    def is_chief(self) -> bool:
+        """The chief (task 0) initialises or restores the variables and writes checkpoints and summaries."""
+        return self.task == 0
+
+    @property
+    def worker_device(self) -> str:
+        """This worker's device prefix ("" for a single process)."""
+        return f"/job:{WORKER_JOB}/task:{self.task}" if self.distributed else ""
+
+    def device_setter(self) -> Optional[object]:
+        """A ``tf.device`` function putting variables on the parameter servers, or None for a single process."""
+        if not self.distributed:
+            return None
+        return tf1.train.replica_device_setter(
+            ps_tasks=self.num_ps_tasks, ps_device=f"/job:{PS_JOB}", worker_device=self.worker_device
+        )
+
+    def session_config(self, bfloat16: bool = False) -> Optional[tf1.ConfigProto]:
+        """Session options: a worker talks only to the parameter servers and itself, never waits for other workers.
+
+        For a ``bfloat16`` graph grappler's remapper is turned off: it fuses Conv2D+BiasAdd+Relu into
+        ``_FusedConv2D``, whose op definition lacks bfloat16 (only the oneDNN rewrite of an
+        in-process session makes that node valid), so a cluster session would reject it.
+        """
+        if not self.distributed:
+            return None
+        config = tf1.ConfigProto(device_filters=[f"/job:{PS_JOB}", self.worker_device])
+        if bfloat16:
+            config.graph_options.rewrite_options.remapping = config.graph_options.rewrite_options.OFF
+        return config
+
+    def cluster_spec(self) -> tf.train.ClusterSpec:
+        """The ``ClusterSpec`` of ``--ps_hosts`` and ``--worker_hosts``."""
+        return tf.train.ClusterSpec({PS_JOB: list(self.ps_hosts), WORKER_JOB: list(self.worker_hosts)})
+
+
+def _check_hosts(flag: str, hosts: Sequence[str], expected: int, count_flag: str) -> None:
+    """Raise ValueError unless ``hosts`` holds ``expected`` ``host:port`` addresses."""
+    if len(hosts) != expected:
+        raise ValueError(
+            f"--{flag} lists {len(hosts)} address(es) but {count_flag}={expected}; list one host:port per task."
+        )
+    for host in hosts:
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"--{flag} entry {host!r} is not host:port; write e.g. 127.0.0.1:2222.")
+
+
+def make_cluster_layout(
+    task: int = 0,
+    worker_replicas: int = 1,
+    num_ps_tasks: int = 0,
+    ps_hosts: Sequence[str] = (),
+    worker_hosts: Sequence[str] = (),
+    master: str = "",
+) -> ClusterLayout:
+    """Check the cluster flags against each other and return the layout; ValueError naming the flag at fault."""
+    if worker_replicas < 1:
+        raise ValueError(f"--worker_replicas={worker_replicas} must be at least 1.")
+    if num_ps_tasks < 0:
+        raise ValueError(f"--num_ps_tasks={num_ps_tasks} must be 0 (no parameter servers) or more.")
+    if not 0 <= task < worker_replicas:
+        raise ValueError(
+            f"--task={task} is out of range for --worker_replicas={worker_replicas}; pass 0 to {worker_replicas - 1}."
+        )
+    if worker_replicas > 1 and num_ps_tasks == 0:
+        raise ValueError(
+            f"--worker_replicas={worker_replicas} needs parameter servers to share the variables; "
+            "pass --num_ps_tasks=1 or more."
+        )
+    addressed = bool(ps_hosts or worker_hosts)
+    if addressed and master:
+        raise ValueError(
+            f"--master={master} and --ps_hosts/--worker_hosts both say where the servers are; pass only one."
+        )
+    if num_ps_tasks > 0 and not (addressed or master):
+        raise ValueError(
+            f"--num_ps_tasks={num_ps_tasks} needs a cluster: pass --ps_hosts and --worker_hosts (or --master of a "
+            "running worker server), or start one with scripts/launch_local_cluster.py."
+        )
+    if addressed:
+        if num_ps_tasks == 0:
+            raise ValueError("--ps_hosts/--worker_hosts need --num_ps_tasks >= 1 (a cluster has parameter servers).")
+        _check_hosts("ps_hosts", ps_hosts, num_ps_tasks, "--num_ps_tasks")
+        _check_hosts("worker_hosts", worker_hosts, worker_replicas, "--worker_replicas")
+    return ClusterLayout(task, worker_replicas, num_ps_tasks, tuple(ps_hosts), tuple(worker_hosts), master)
+
+
+def session_target(layout: ClusterLayout) -> str:
+    """Return the target this process's sessions connect to, starting this worker's server when hosts are given.
+
+    ``--master`` is used as given; with ``--worker_hosts`` a server for task ``--task`` starts in
+    this process (it serves until the process exits); otherwise the session is in-process ("").
+    """
+    if not layout.worker_hosts:
+        return layout.master
+    server = tf.distribute.Server(layout.cluster_spec(), job_name=WORKER_JOB, task_index=layout.task, start=True)
+    return server.target
+
+
+@dataclasses.dataclass(frozen=True)
+class ParameterServerConfig:
+    """The options of ``scripts/parameter_server.py`` (field names are the flag names)."""
+
+    ps_hosts: Tuple[str, ...] = ()
+    worker_hosts: Tuple[str, ...] = ()
+    task: int = 0
+
+
+def serve_parameter_server(config: ParameterServerConfig, print_line: Callable[[str], None] = print) -> None:
+    """Run parameter server ``config.task`` of the cluster until the process is stopped (it never returns)."""
+    ps_hosts, worker_hosts, task = config.ps_hosts, config.worker_hosts, config.task
+    for flag, hosts in (("ps_hosts", ps_hosts), ("worker_hosts", worker_hosts)):
+        if not hosts:
+            raise ValueError(f"--{flag} is empty; list the cluster's host:port addresses, comma-separated.")
+    layout = make_cluster_layout(
+        task=0, worker_replicas=len(worker_hosts), num_ps_tasks=len(ps_hosts),
+        ps_hosts=ps_hosts, worker_hosts=worker_hosts,
+    )
+    if not 0 <= task < len(ps_hosts):
+        raise ValueError(
+            f"--task={task} is out of range for {len(ps_hosts)} --ps_hosts; pass 0 to {len(ps_hosts) - 1}."
+        )
+    server = tf.distribute.Server(layout.cluster_spec(), job_name=PS_JOB, task_index=task, start=True)
+    print_line(f"parameter server {task} serving on {ps_hosts[task]}")
+    server.join()

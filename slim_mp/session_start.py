@@ -1,0 +1,111 @@
+"""Start the training session: the chief restores or initialises the model, the other workers wait for it.
+
+One path serves a single process (target "") and every task of a cluster. The chief restores the
+latest checkpoint of ``--train_dir`` (weights, global step, loss-scale state) or initialises and
+fine-tunes; other workers wait until the shared variables are ready and then initialise only
+their own local state. Local variables that live on a parameter server (the loss-scale skip
+counters) are shared by the workers, so only the chief initialises them: a worker that restarts
+does not reset them. With synchronous replicas the chief also runs the gradient-aggregation
+queue runner.
+"""
+
+import dataclasses
+from typing import Callable, List, Optional
+
+import tensorflow as tf
+from absl import logging
+
+from slim_mp.cluster import PS_JOB
+
+tf1 = tf.compat.v1
+
+SessionInit = Callable[[tf1.Session], None]
+# How often a waiting worker checks whether the chief has initialised the model.
+RECOVERY_WAIT_SECS = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionOps:
+    """The init and readiness ops a session start needs; built with the graph, before it is finalized."""
+
+    global_init: tf.Operation
+    shared_local_init: tf.Operation
+    local_init: tf.Operation
+    ready: tf.Tensor
+    ready_for_local_init: tf.Tensor
+    sync_init: Optional[tf.Operation]
+    init_tokens: Optional[tf.Operation]
+    chief_queue_runner: Optional[tf1.train.QueueRunner]
+
+
+def _on_parameter_server(variable: tf.Variable) -> bool:
+    return tf.DeviceSpec.from_string(variable.device or "").job == PS_JOB
+
+
+def make_session_ops(is_chief: bool, sync_optimizer: Optional[tf1.train.SyncReplicasOptimizer]) -> SessionOps:
+    """Build the session ops of the default graph for the chief or another worker."""
+    local = tf1.local_variables()
+    shared = [v for v in local if _on_parameter_server(v)]
+    own = [v for v in local if not _on_parameter_server(v)]
+    sync_init = init_tokens = queue_runner = None
+    if sync_optimizer is not None:
+        # Replaced by ready_for_local_init below, which also covers the shared local variables.
+        sync_optimizer.ready_for_local_init_op.mark_used()
+        sync_init = sync_optimizer.chief_init_op if is_chief else sync_optimizer.local_step_init_op
+        if is_chief:
+            # No initial tokens: every worker waits for the update its gradients went into (lockstep).
+            init_tokens = sync_optimizer.get_init_tokens_op(num_tokens=0)
+            queue_runner = sync_optimizer.get_chief_queue_runner()
+    return SessionOps(
+        global_init=tf1.global_variables_initializer(),
+        shared_local_init=tf1.variables_initializer(shared, name="init_shared_local_variables"),
+        local_init=tf.group(tf1.variables_initializer(own), tf1.tables_initializer(), name="init_own_local_variables"),
+        ready=tf1.report_uninitialized_variables(),
+        ready_for_local_init=tf1.report_uninitialized_variables(tf1.global_variables() + shared),
+        sync_init=sync_init,
+        init_tokens=init_tokens,
+        chief_queue_runner=queue_runner,
+    )
+
+
+@dataclasses.dataclass
+class TrainingSession:
+    """A started session and the chief's background threads; ``close()`` stops both."""
+
+    session: tf1.Session
+    coordinator: tf1.train.Coordinator
+    threads: List
+
+    def close(self) -> None:
+        self.coordinator.request_stop()
+        self.session.close()
+        self.coordinator.join(self.threads, stop_grace_period_secs=5, ignore_live_threads=True)
+
+
+def start_session(
+    ops: SessionOps, is_chief: bool, target: str, config: Optional[tf1.ConfigProto], chief_init: SessionInit
+) -> TrainingSession:
+    """Create the session: the chief runs ``chief_init`` (restore or initialise); other workers wait for it."""
+    manager = tf1.train.SessionManager(
+        local_init_op=ops.local_init, ready_op=ops.ready, ready_for_local_init_op=ops.ready_for_local_init,
+        recovery_wait_secs=RECOVERY_WAIT_SECS,
+    )
+    if is_chief:
+
+        def initialise(session: tf1.Session) -> None:
+            chief_init(session)
+            session.run(ops.shared_local_init)
+
+        session = manager.prepare_session(target, init_fn=initialise, config=config)
+    else:
+        logging.info("Waiting for the chief to initialise the model")
+        session = manager.wait_for_session(target, config=config)
+    coordinator = tf1.train.Coordinator()
+    threads = []
+    if ops.sync_init is not None:
+        session.run(ops.sync_init)
+    if ops.init_tokens is not None:
+        session.run(ops.init_tokens)
+    if ops.chief_queue_runner is not None:
+        threads = ops.chief_queue_runner.create_threads(session, coord=coordinator, daemon=True, start=True)
+    return TrainingSession(session, coordinator, threads)
