@@ -1,0 +1,51 @@
+"""Try distributed training on one machine: parameter servers and workers as processes on loopback ports.
+
+    python scripts/launch_local_cluster.py --num_ps=1 --num_workers=2 -- \
+        --train_dir=runs/cluster --dataset_name=fashion_mnist --model_name=lenet \
+        --precision=bfloat16 --sync_replicas --replicas_to_aggregate=2 --max_number_of_steps=200
+
+Everything after ``--`` goes to ``train_image_classifier.py``; the launcher adds ``--ps_hosts``,
+``--worker_hosts``, ``--task``, ``--num_ps_tasks`` and ``--worker_replicas``. Output lines carry a
+``[ps 0]`` / ``[worker 1]`` prefix. When the chief (worker 0) finishes, or a worker fails, every
+process is stopped and the launcher exits with that status; Ctrl-C lets the chief save first.
+"""
+
+import os
+import signal
+import sys
+
+from absl import flags as absl_flags
+
+from slim_mp import flags
+from slim_mp.local_cluster import LocalCluster, check_train_args, python_command
+
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+
+absl_flags.DEFINE_integer("num_ps", 1, "Number of parameter-server processes.")
+absl_flags.DEFINE_integer("num_workers", 2, "Number of worker processes (worker 0 is the chief).")
+absl_flags.DEFINE_float("timeout_secs", None, "Stop everything if the chief has not finished after this long.")
+
+
+def main(train_args: list) -> None:
+    """Start the cluster, stream its output, and exit with the chief's status."""
+    check_train_args(train_args)
+    # The tasks run in their own sessions (so Ctrl-C reaches only the launcher); a SIGTERM to the
+    # launcher must still stop them, through the cleanup of wait_for_chief.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    cluster = LocalCluster(
+        python_command(os.path.join(SCRIPTS, "parameter_server.py")),
+        python_command(os.path.join(SCRIPTS, "train_image_classifier.py"), train_args),
+        flags.FLAGS.num_ps, flags.FLAGS.num_workers,
+    )
+    print(f"[launcher] ps {','.join(cluster.ps_hosts)}; workers {','.join(cluster.worker_hosts)}", flush=True)
+    cluster.start()
+    try:
+        code = cluster.wait_for_chief(flags.FLAGS.timeout_secs)
+    except TimeoutError as error:
+        raise ValueError(f"{error} Raise --timeout_secs or lower --max_number_of_steps.") from error
+    print(f"[launcher] the chief exited with status {code}; all processes stopped", flush=True)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    flags.run(main, takes_arguments=True)

@@ -1,0 +1,21 @@
+"""Run one parameter server of a TensorFlow cluster for ``train_image_classifier.py`` workers.
+
+    python scripts/parameter_server.py --ps_hosts=10.0.0.1:2222 --worker_hosts=10.0.0.2:2222,10.0.0.3:2222 --task=0
+
+It serves the shared variables until stopped. ``scripts/launch_local_cluster.py`` starts these for
+a cluster on one machine.
+"""
+
+from slim_mp import flags
+from slim_mp.cluster import ParameterServerConfig, serve_parameter_server
+
+flags.define_flags(ParameterServerConfig, {"task": "Index of this parameter server in --ps_hosts."})
+
+
+def main() -> None:
+    """Serve until stopped."""
+    serve_parameter_server(flags.config_from_flags(ParameterServerConfig))
+
+
+if __name__ == "__main__":
+    flags.run(main)

@@ -1,0 +1,207 @@
+"""A TensorFlow cluster on this machine: parameter-server and worker processes on loopback ports.
+
+``LocalCluster`` picks free ports on 127.0.0.1, starts one process per task with the cluster
+flags (``--ps_hosts``, ``--worker_hosts``, ``--task``, ``--num_ps_tasks``, ``--worker_replicas``)
+added, streams every line they print with a ``[ps 0]`` / ``[worker 1]`` prefix, and stops them
+all. ``scripts/launch_local_cluster.py`` is its command line; tests use it to kill and restart
+workers.
+
+Example::
+
+    cluster = LocalCluster(ps_command, worker_command, num_ps=1, num_workers=2)
+    cluster.start()
+    exit_code = cluster.wait_for_chief(timeout=600)   # stops the others when the chief is done
+"""
+
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+LOOPBACK = "127.0.0.1"
+# The cluster flags the launcher sets itself; passing them as training flags would contradict it.
+CLUSTER_FLAGS = ("ps_hosts", "worker_hosts", "task", "num_ps_tasks", "worker_replicas", "master")
+STOP_GRACE_SECS = 10.0
+CHIEF_SAVE_GRACE_SECS = 60.0
+POLL_SECS = 0.2
+
+
+def free_loopback_ports(count: int) -> List[int]:
+    """Return ``count`` distinct TCP ports that are free on 127.0.0.1 right now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((LOOPBACK, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def check_train_args(train_args: Sequence[str]) -> None:
+    """Raise ValueError if ``train_args`` sets a flag the launcher owns (it would contradict the cluster)."""
+    for arg in train_args:
+        name = arg.lstrip("-").split("=", 1)[0]
+        if arg.startswith("-") and name in CLUSTER_FLAGS:
+            raise ValueError(
+                f"{arg} is set by the launcher from --num_ps/--num_workers; remove it from the training flags."
+            )
+
+
+@dataclasses.dataclass
+class _Task:
+    """One running task: its process and the thread copying its output."""
+
+    process: subprocess.Popen
+    reader: threading.Thread
+
+
+class LocalCluster:
+    """Parameter servers and workers as child processes of this one, on loopback ports.
+
+    ``ps_command`` and ``worker_command`` are the command lines without cluster flags (e.g.
+    ``[python, scripts/train_image_classifier.py, --model_name=lenet, ...]``). ``sink`` receives
+    every prefixed output line (default: print to stdout). ``worker_args`` adds flags for single
+    workers (e.g. a fault injected on worker 1 only).
+    """
+
+    def __init__(self, ps_command: Sequence[str], worker_command: Sequence[str], num_ps: int, num_workers: int,
+                 sink: Callable[[str], None] = print, env: Optional[Dict[str, str]] = None,
+                 worker_args: Optional[Mapping[int, Sequence[str]]] = None) -> None:
+        if num_ps < 1:
+            raise ValueError(f"--num_ps={num_ps} must be at least 1: the workers share variables through it.")
+        if num_workers < 1:
+            raise ValueError(f"--num_workers={num_workers} must be at least 1.")
+        ports = free_loopback_ports(num_ps + num_workers)
+        self.ps_hosts = [f"{LOOPBACK}:{port}" for port in ports[:num_ps]]
+        self.worker_hosts = [f"{LOOPBACK}:{port}" for port in ports[num_ps:]]
+        self._ps_command = list(ps_command)
+        self._worker_command = list(worker_command)
+        self._sink = sink
+        self._sink_lock = threading.Lock()
+        self._env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+        self._tasks: Dict[Tuple[str, int], _Task] = {}
+        self._killed: Set[int] = set()
+        self._worker_args = {task: list(args) for task, args in (worker_args or {}).items()}
+
+    def _cluster_flags(self, task: int) -> List[str]:
+        return [
+            f"--ps_hosts={','.join(self.ps_hosts)}",
+            f"--worker_hosts={','.join(self.worker_hosts)}",
+            f"--task={task}",
+        ]
+
+    def _emit(self, line: str) -> None:
+        with self._sink_lock:
+            self._sink(line)
+
+    def _start(self, job: str, task: int, command: List[str]) -> None:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=self._env, text=True, bufsize=1,
+            start_new_session=True,  # Ctrl-C reaches the launcher only; it interrupts the chief once
+        )
+        prefix = f"[{job} {task}] "
+
+        def copy_output() -> None:
+            for line in process.stdout:
+                self._emit(prefix + line.rstrip("\n"))
+
+        reader = threading.Thread(target=copy_output, name=f"{job}-{task}-output", daemon=True)
+        reader.start()
+        self._tasks[(job, task)] = _Task(process, reader)
+
+    def start(self) -> None:
+        """Start every parameter server, then every worker (task 0, the chief, first)."""
+        for task in range(len(self.ps_hosts)):
+            self._start("ps", task, self._ps_command + self._cluster_flags(task))
+        for task in range(len(self.worker_hosts)):
+            self.start_worker(task)
+
+    def start_worker(self, task: int) -> None:
+        """Start (or restart, after ``kill_worker``) worker ``task``."""
+        flags = self._cluster_flags(task) + [
+            f"--num_ps_tasks={len(self.ps_hosts)}", f"--worker_replicas={len(self.worker_hosts)}",
+        ] + self._worker_args.get(task, [])
+        self._killed.discard(task)
+        self._start("worker", task, self._worker_command + flags)
+
+    def kill_worker(self, task: int) -> None:
+        """Kill worker ``task`` at once (SIGKILL), as a crash would, and wait until it is gone."""
+        running = self._tasks[("worker", task)]
+        self._killed.add(task)
+        running.process.kill()
+        running.process.wait()
+        running.reader.join(timeout=STOP_GRACE_SECS)
+
+    def exit_code(self, job: str, task: int) -> Optional[int]:
+        """The exit status of a task, or None while it runs."""
+        return self._tasks[(job, task)].process.poll()
+
+    def wait_for_chief(self, timeout: Optional[float] = None) -> int:
+        """Wait until the chief exits (or another worker fails), then stop everything; return the exit status.
+
+        A non-chief worker that fails stops the run with its status: in synchronous training the
+        others would wait for it for ever. ``timeout`` (seconds) bounds the wait; on expiry
+        everything is stopped and ``TimeoutError`` raised. Ctrl-C interrupts the chief (which saves
+        a checkpoint), waits for it, stops the rest and re-raises ``KeyboardInterrupt``.
+        """
+        try:
+            return self._wait(timeout)
+        except KeyboardInterrupt:
+            self.interrupt_chief()
+            raise
+        finally:
+            self.stop()
+
+    def _wait(self, timeout: Optional[float]) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            chief = self.exit_code("worker", 0)
+            if chief is not None:
+                return chief
+            for (job, task), running in self._tasks.items():
+                code = running.process.poll()
+                if job == "worker" and code not in (None, 0) and task not in self._killed:
+                    self._emit(f"[launcher] worker {task} failed with status {code}; stopping the cluster")
+                    return code
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"the chief did not finish within {timeout:g} s; the cluster was stopped.")
+            time.sleep(POLL_SECS)
+
+    def interrupt_chief(self) -> None:
+        """Send the chief one SIGINT (it saves a checkpoint and exits) and wait for it, up to a grace period."""
+        chief = self._tasks[("worker", 0)].process
+        if chief.poll() is None:
+            chief.send_signal(signal.SIGINT)
+            try:
+                chief.wait(timeout=CHIEF_SAVE_GRACE_SECS)
+            except subprocess.TimeoutExpired:
+                self._emit(f"[launcher] the chief did not stop within {CHIEF_SAVE_GRACE_SECS:g} s of Ctrl-C")
+
+    def stop(self) -> None:
+        """Stop every task still running: SIGTERM, then SIGKILL after a grace period."""
+        running = [task for task in self._tasks.values() if task.process.poll() is None]
+        for task in running:
+            task.process.terminate()
+        deadline = time.monotonic() + STOP_GRACE_SECS
+        for task in running:
+            try:
+                task.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                task.process.kill()
+                task.process.wait()
+        for task in self._tasks.values():
+            task.reader.join(timeout=STOP_GRACE_SECS)
+
+
+def python_command(script: str, args: Sequence[str] = ()) -> List[str]:
+    """The command line running ``script`` with this Python interpreter."""
+    return [sys.executable, script, *args]

@@ -1,0 +1,149 @@
+"""A real cluster on loopback: one parameter server and two workers, each its own process (LeNet, bundled data).
+
+Synchronous runs must show every worker the same loss scale and skip count at every step, skip a
+step for all when one worker's gradients overflow, and survive a worker that is killed and
+restarted. Every run is bounded by ``CLUSTER_TIMEOUT_S``: a hung cluster fails the test.
+"""
+
+import dataclasses
+import os
+import re
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from script_runs import REPO_ROOT, script_env
+from slim_mp.local_cluster import LocalCluster, python_command
+
+CLUSTER_TIMEOUT_S = 240
+TRAIN_SCRIPT = os.path.join(REPO_ROOT, "scripts", "train_image_classifier.py")
+PS_SCRIPT = os.path.join(REPO_ROOT, "scripts", "parameter_server.py")
+CLUSTER_ARGS = (
+    "--dataset_name=fashion_mnist", "--model_name=lenet", "--batch_size=16", "--optimizer=sgd",
+    "--learning_rate=0.01", "--learning_rate_decay_type=fixed", "--num_preprocessing_threads=1", "--seed=0",
+    "--log_every_n_steps=1",
+)
+# Dynamic scaling that halves on every overflow, from a scale LeNet never overflows at.
+DYNAMIC_ARGS = (
+    "--loss_scale=dynamic", "--loss_scale_init=64", "--loss_scale_decr_every_n_nan_or_inf=1",
+    "--loss_scale_decr_ratio=0.5",
+)
+SYNC_ARGS = ("--sync_replicas", "--replicas_to_aggregate=2")
+LINE = re.compile(r"^\[worker (\d)\] step=(\d+) loss=(\S+) loss_scale=(\S+) skipped=(\d+) ")
+
+
+@dataclasses.dataclass
+class ClusterRun:
+    lines: List[str]
+    exit_code: Optional[int] = None
+
+    def progress(self, task: int) -> List[Tuple[int, float, int]]:
+        """Worker ``task``'s progress lines as (global step, loss scale, skipped steps)."""
+        found = [LINE.match(line) for line in self.lines]
+        return [
+            (int(m.group(2)), float(m.group(4)), int(m.group(5))) for m in found if m and int(m.group(1)) == task
+        ]
+
+    def text(self) -> str:
+        return "\n".join(self.lines[-80:])
+
+
+def start_cluster(train_dir: str, args: Sequence[str], worker_args: Dict[int, Sequence[str]]):
+    run = ClusterRun(lines=[])
+    cluster = LocalCluster(
+        python_command(PS_SCRIPT), python_command(TRAIN_SCRIPT, [f"--train_dir={train_dir}", *CLUSTER_ARGS, *args]),
+        num_ps=1, num_workers=2, sink=run.lines.append, env=script_env(), worker_args=worker_args,
+    )
+    cluster.start()
+    return cluster, run
+
+
+def wait_for_line(run: ClusterRun, prefix: str, deadline: float) -> None:
+    while not any(line.startswith(prefix) for line in run.lines):
+        assert time.monotonic() < deadline, f"no line starting {prefix!r}:\n{run.text()}"
+        time.sleep(0.1)
+
+
+def checkpoint_values(train_dir: str) -> Dict[str, np.ndarray]:
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(train_dir))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+@pytest.fixture(scope="module")
+def sync_float16_run(tmp_path_factory):
+    """Six synchronous float16 steps; worker 1's gradients are made inf at its third step."""
+    train_dir = str(tmp_path_factory.mktemp("sync_fp16"))
+    cluster, run = start_cluster(
+        train_dir, ["--precision=float16", "--max_number_of_steps=6", *DYNAMIC_ARGS, *SYNC_ARGS],
+        worker_args={1: ["--fault_nonfinite_steps=3"]},
+    )
+    run.exit_code = cluster.wait_for_chief(timeout=CLUSTER_TIMEOUT_S)
+    return train_dir, run
+
+
+def test_sync_workers_see_the_same_loss_scale_and_skips_at_every_step(sync_float16_run):
+    _, run = sync_float16_run
+    assert run.exit_code == 0, run.text()
+    chief, other = run.progress(0), run.progress(1)
+    assert len(chief) == 6 and other == chief, run.text()
+
+
+def test_an_overflow_on_one_worker_skips_the_step_for_all_and_halves_the_scale_once(sync_float16_run):
+    train_dir, run = sync_float16_run
+    expected = [(1, 64.0, 0), (2, 64.0, 0), (3, 32.0, 1), (4, 32.0, 1), (5, 32.0, 1), (6, 32.0, 1)]
+    assert run.progress(0) == expected, run.text()
+    values = checkpoint_values(train_dir)
+    assert values["global_step"] == 6 and values["loss_scale"] == 32.0
+    assert all(np.all(np.isfinite(value)) for value in values.values() if value.dtype.kind == "f")
+
+
+def test_a_killed_worker_restarts_and_rejoins_without_corrupting_the_checkpoint(tmp_path):
+    """bfloat16, dynamic scaling: worker 1 overflows at its 2nd step, is killed after step 4 and restarted.
+
+    The restarted worker counts its steps afresh, so it overflows once more: two skips in all.
+    """
+    train_dir = str(tmp_path / "train")
+    steps = 12
+    cluster, run = start_cluster(
+        train_dir,
+        ["--precision=bfloat16", f"--max_number_of_steps={steps}", "--save_interval_secs=1", *DYNAMIC_ARGS,
+         *SYNC_ARGS],
+        worker_args={1: ["--fault_nonfinite_steps=2"]},
+    )
+    deadline = time.monotonic() + CLUSTER_TIMEOUT_S
+    try:
+        wait_for_line(run, "[worker 1] step=4 ", deadline)
+        cluster.kill_worker(1)
+        before_restart = len(run.lines)
+        cluster.start_worker(1)
+        exit_code = cluster.wait_for_chief(timeout=max(deadline - time.monotonic(), 1))
+    finally:
+        cluster.stop()
+    assert exit_code == 0, run.text()
+    chief = run.progress(0)
+    assert [step for step, _, _ in chief] == list(range(1, steps + 1)), run.text()
+    assert chief[-1][1:] == (16.0, 2), run.text()
+    assert chief[:4] == run.progress(1)[:4] == [(1, 64.0, 0), (2, 32.0, 1), (3, 32.0, 1), (4, 32.0, 1)]
+    assert any(LINE.match(line) and line.startswith("[worker 1]") for line in run.lines[before_restart:])
+    values = checkpoint_values(train_dir)
+    assert values["global_step"] == steps and values["loss_scale"] == 16.0
+    assert all(np.all(np.isfinite(value)) for value in values.values() if value.dtype.kind == "f")
+
+
+def test_async_workers_skip_alone_but_share_the_loss_scale(tmp_path):
+    """Without --sync_replicas only worker 1 skips its overflowing step; the scale on the ps halves for both."""
+    train_dir = str(tmp_path / "train")
+    cluster, run = start_cluster(
+        train_dir, ["--precision=float16", "--max_number_of_steps=8", *DYNAMIC_ARGS],
+        worker_args={1: ["--fault_nonfinite_steps=2"]},
+    )
+    exit_code = cluster.wait_for_chief(timeout=CLUSTER_TIMEOUT_S)
+    assert exit_code == 0, run.text()
+    chief, other = run.progress(0), run.progress(1)
+    assert [skipped for _, _, skipped in other[:2]] == [0, 1], run.text()
+    assert chief[-1][1] == other[-1][1] == 32.0, run.text()
+    values = checkpoint_values(train_dir)
+    assert values["loss_scale"] == 32.0 and values["global_step"] >= 8
