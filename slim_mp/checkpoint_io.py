@@ -30,8 +30,13 @@ def _listed_checkpoints(train_dir: str) -> List[str]:
 
 
 def _write_state(train_dir: str, kept: List[str]) -> None:
-    """Atomically replace the state file so it names ``kept`` (the last one is the latest)."""
-    state = tf.compat.v1.train.generate_checkpoint_state_proto(train_dir, kept[-1], kept)
+    """Atomically replace the state file so it names ``kept`` (the last one is the latest).
+
+    The names stay relative to ``train_dir`` (a movable folder). The folder is passed absolute:
+    given a relative one, TensorFlow would rewrite the names relative to it as if they were
+    relative to the working directory (``../../model.ckpt-N``), and resuming would miss them.
+    """
+    state = tf.compat.v1.train.generate_checkpoint_state_proto(os.path.abspath(train_dir), kept[-1], kept)
     temp_path = os.path.join(train_dir, f"{TEMP_DIR_PREFIX}{STATE_FILENAME}-{os.getpid()}")
     with open(temp_path, "w", encoding="utf-8") as temp_file:
         temp_file.write(str(state))

@@ -75,3 +75,16 @@ def test_only_the_last_checkpoints_are_kept_and_listed_relative(tmp_path):
     assert not any(name.startswith(deleted) for name in os.listdir(train_dir))
     with open(os.path.join(train_dir, "checkpoint"), encoding="utf-8") as handle:
         assert str(tmp_path) not in handle.read()  # relative paths: the folder can be moved
+
+
+def test_a_relative_train_dir_names_its_checkpoints_so_the_latest_is_found(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    graph, _, _, saver = make_graph()
+    with graph.as_default(), tf1.Session() as session:
+        session.run(tf1.global_variables_initializer())
+        os.makedirs(os.path.join("runs", "relative"))
+        atomic_save(saver, session, os.path.join("runs", "relative"), 5)
+    assert tf.train.latest_checkpoint(os.path.join("runs", "relative")) == os.path.join("runs", "relative",
+                                                                                        "model.ckpt-5")
+    with open(os.path.join("runs", "relative", "checkpoint"), encoding="utf-8") as state:
+        assert 'model_checkpoint_path: "model.ckpt-5"' in state.read()
