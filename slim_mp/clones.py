@@ -38,9 +38,9 @@ CPU = "/device:CPU:0"
 class ClonePlacement:
     """How many clones, and where they and the shared variables live.
 
-    One clone runs where TensorFlow places it (``clone_on_cpu`` pins it to the CPU). Several
-    clones run on ``/device:GPU:<i>`` (or all on the CPU) with the variables on the CPU, as
-    TF-Slim's model_deploy does. With parameter servers (``variables_on_ps``) the variables are
+    One clone runs where TensorFlow places it (``clone_on_cpu`` pins it and the variables to the
+    CPU). Several clones run on ``/device:GPU:<i>`` (or all on the CPU) with the variables on the
+    CPU, as TF-Slim's model_deploy does. With parameter servers (``variables_on_ps``) the variables are
     left to an enclosing ``replica_device_setter``.
     """
 
@@ -64,7 +64,7 @@ class ClonePlacement:
 
     def variables_device(self) -> str:
         """The device of the shared variables ("" leaves it to TensorFlow or an enclosing device setter)."""
-        if self.variables_on_ps or self.num_clones == 1:
+        if self.variables_on_ps or (self.num_clones == 1 and not self.clone_on_cpu):
             return ""
         return CPU
 

@@ -153,3 +153,20 @@ def test_cpu_clone_training_writes_the_variable_names_of_a_single_clone_run(tmp_
     two_names = tf.train.load_checkpoint(str(tmp_path / "two")).get_variable_to_dtype_map()
     assert two.global_step == 2 and two_names == one_names
     assert all(dtype == tf.float32 for name, dtype in two_names.items() if name != "global_step")
+
+
+@pytest.mark.parametrize("setter_ps_tasks, variable_device, clone_device", [
+    (0, "/device:CPU:0", "/device:GPU:1"),
+    (1, "/job:ps/task:0", "/job:worker/task:1/device:GPU:1"),
+])
+def test_gpu_clones_put_ops_on_their_gpu_and_variables_on_the_cpu_or_parameter_server(
+        setter_ps_tasks, variable_device, clone_device):
+    placement = ClonePlacement(num_clones=2, variables_on_ps=setter_ps_tasks > 0)
+    setter = tf1.train.replica_device_setter(ps_tasks=setter_ps_tasks, worker_device="/job:worker/task:1")
+    with tf.Graph().as_default(), tf1.device(setter):  # building needs no GPU; placement is recorded
+        clones = create_clones(batches_model(conv_bn_batches(), conv_bn_net), placement)
+        weights = next(v for v in tf1.global_variables() if v.op.name == "conv/weights")
+        conv = tf1.get_default_graph().get_operation_by_name("clone_1/conv/Conv2D")
+    assert tf.DeviceSpec.from_string(weights.device) == tf.DeviceSpec.from_string(variable_device)
+    assert tf.DeviceSpec.from_string(conv.device) == tf.DeviceSpec.from_string(clone_device)
+    assert clones[1].scope == "clone_1"
