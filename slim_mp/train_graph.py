@@ -117,6 +117,38 @@ def _model_fn(iterator: tf1.data.Iterator, network_fn, inputs_device: str, num_c
     return model
 
 
+def _input_iterator(config: TrainConfig, dataset: DatasetSpec, preprocess, network_fn,
+                    inputs_device: str) -> tf1.data.Iterator:
+    """The training batches of this worker (its shard of the data when there are several workers)."""
+    options = InputOptions(
+        batch_size=config.batch_size,
+        image_size=input_size(config.train_image_size, network_fn, "--train_image_size"),
+        is_training=True,
+        num_preprocessing_threads=config.num_preprocessing_threads,
+        labels_offset=config.labels_offset,
+        use_grayscale=config.use_grayscale,
+        seed=config.seed,
+        num_shards=config.worker_replicas,
+        shard_index=config.task,
+    )
+    with tf.device(inputs_device):
+        return make_iterator(dataset, preprocess, options)
+
+
+def _optimizer(config: TrainConfig, learning_rate: tf.Tensor) -> tf1.train.Optimizer:
+    """The optimizer of ``--optimizer``, wrapped for mixed precision unless ``--precision=float32``."""
+    optimizer = make_optimizer(config.optimizer_settings, learning_rate)
+    precision = config.precision_options
+    if not precision.mixed:
+        return optimizer
+    return enable_mixed_precision(
+        optimizer, precision.precision, loss_scale=make_manager(config.loss_scale_options, precision.precision),
+        count_skipped_steps=config.sync_replicas,
+        device_type="CPU" if config.clone_on_cpu else None,
+        **precision.rewrite_options(),
+    )
+
+
 def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
     """Build the whole training graph of ``config`` for this process of ``layout`` (nothing runs yet)."""
     graph = tf.Graph()
@@ -131,37 +163,17 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
             is_training=True, use_grayscale=config.use_grayscale,
         )
         global_step = tf1.train.get_or_create_global_step()
-        input_options = InputOptions(
-            batch_size=config.batch_size,
-            image_size=input_size(config.train_image_size, network_fn, "--train_image_size"),
-            is_training=True,
-            num_preprocessing_threads=config.num_preprocessing_threads,
-            labels_offset=config.labels_offset,
-            use_grayscale=config.use_grayscale,
-            seed=config.seed,
-            num_shards=config.worker_replicas,
-            shard_index=config.task,
-        )
         inputs_device = f"{layout.worker_device}/device:CPU:0"
-        with tf.device(inputs_device):
-            iterator = make_iterator(dataset, preprocess, input_options)
+        iterator = _input_iterator(config, dataset, preprocess, network_fn, inputs_device)
         clones = create_clones(
             _model_fn(iterator, network_fn, inputs_device, num_classes, config.label_smoothing),
             _clone_placement(config, layout),
         )
-        updates_per_step = config.replicas_to_aggregate if config.sync_replicas else 1
+        images_per_update = config.batch_size * (config.replicas_to_aggregate if config.sync_replicas else 1)
         learning_rate = make_learning_rate(
-            config.learning_rate_settings, global_step, dataset.num_samples, config.batch_size * updates_per_step
+            config.learning_rate_settings, global_step, dataset.num_samples, images_per_update
         )
-        optimizer = make_optimizer(config.optimizer_settings, learning_rate)
-        precision = config.precision_options
-        if precision.mixed:
-            optimizer = enable_mixed_precision(
-                optimizer, precision.precision, loss_scale=make_manager(config.loss_scale_options, precision.precision),
-                count_skipped_steps=config.sync_replicas,
-                device_type="CPU" if config.clone_on_cpu else None,
-                **precision.rewrite_options(),
-            )
+        optimizer = _optimizer(config, learning_rate)
         init_fn = fine_tune_init_fn(
             config.checkpoint_path, parse_scopes(config.checkpoint_exclude_scopes),
             config.ignore_missing_vars, config.train_dir,

@@ -46,8 +46,9 @@ def _run_forward(build, images: np.ndarray, **kwargs) -> tuple:
             return session.run((logits, end_points))
 
 
-# The two large nets take ~30 s each to build on 2 cores: checked under the slow marker.
-LARGE = ("nasnet_large", "pnasnet_large")
+# The two large nets take ~30 s each to build on 2 cores, and nasnet_cifar as long (its cells are
+# nasnet_mobile's, checked by default): under the slow marker, to keep the suite's time for the cluster tests.
+LARGE = ("nasnet_large", "pnasnet_large", "nasnet_cifar")
 
 
 @pytest.mark.parametrize("name", [
