@@ -43,8 +43,9 @@ def main(train_args: list) -> None:
         code = cluster.wait_for_chief(flags.FLAGS.timeout_secs)
     except TimeoutError as error:
         raise ValueError(f"{error} Raise --timeout_secs or lower --max_number_of_steps.") from error
-    print(f"[launcher] the chief exited with status {code}; all processes stopped", flush=True)
-    sys.exit(code)
+    how = f"status {code}" if code >= 0 else f"signal {-code}"
+    print(f"[launcher] the chief exited with {how}; all processes stopped", flush=True)
+    sys.exit(code if code >= 0 else 128 - code)
 
 
 if __name__ == "__main__":
