@@ -70,6 +70,12 @@ class ClusterLayout:
         return tf.train.ClusterSpec({PS_JOB: list(self.ps_hosts), WORKER_JOB: list(self.worker_hosts)})
 
 
+def _check_task(task: int, count: int, of: str) -> None:
+    """Raise ValueError unless ``task`` indexes one of ``count`` tasks (``of`` names the flag that counts them)."""
+    if not 0 <= task < count:
+        raise ValueError(f"--task={task} is out of range for {of}; pass 0 to {count - 1}.")
+
+
 def _check_hosts(flag: str, hosts: Sequence[str], expected: int, count_flag: str) -> None:
     """Raise ValueError unless ``hosts`` holds ``expected`` ``host:port`` addresses."""
     if len(hosts) != expected:
@@ -95,10 +101,7 @@ def make_cluster_layout(
         raise ValueError(f"--worker_replicas={worker_replicas} must be at least 1.")
     if num_ps_tasks < 0:
         raise ValueError(f"--num_ps_tasks={num_ps_tasks} must be 0 (no parameter servers) or more.")
-    if not 0 <= task < worker_replicas:
-        raise ValueError(
-            f"--task={task} is out of range for --worker_replicas={worker_replicas}; pass 0 to {worker_replicas - 1}."
-        )
+    _check_task(task, worker_replicas, f"--worker_replicas={worker_replicas}")
     if worker_replicas > 1 and num_ps_tasks == 0:
         raise ValueError(
             f"--worker_replicas={worker_replicas} needs parameter servers to share the variables; "
@@ -153,10 +156,7 @@ def serve_parameter_server(config: ParameterServerConfig, print_line: Callable[[
         task=0, worker_replicas=len(worker_hosts), num_ps_tasks=len(ps_hosts),
         ps_hosts=ps_hosts, worker_hosts=worker_hosts,
     )
-    if not 0 <= task < len(ps_hosts):
-        raise ValueError(
-            f"--task={task} is out of range for {len(ps_hosts)} --ps_hosts; pass 0 to {len(ps_hosts) - 1}."
-        )
+    _check_task(task, len(ps_hosts), f"{len(ps_hosts)} --ps_hosts")
     server = tf.distribute.Server(layout.cluster_spec(), job_name=PS_JOB, task_index=task, start=True)
     print_line(f"parameter server {task} serving on {ps_hosts[task]}")
     server.join()
