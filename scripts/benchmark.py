@@ -16,8 +16,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import flags as absl_flags  # noqa: E402
 
-from slim_mp import benchmark_report, benchmark_suite, flags  # noqa: E402
-from slim_mp.device_info import detect_device, precision_support  # noqa: E402
+from slim_mp.measure import benchmark_report, benchmark_suite  # noqa: E402
+from slim_mp.training import cli as flags  # noqa: E402
+from slim_mp.devices import detect_device, precision_support  # noqa: E402
 
 DEFAULT_MODELS = ["resnet_v1_50", "inception_v3", "mobilenet_v1", "vgg_16", "resnet_v1_18"]
 

@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
-from slim_mp import benchmarking, device_info  # noqa: E402
+from slim_mp import devices as device_info  # noqa: E402
+from slim_mp.measure import benchmark_step as benchmarking  # noqa: E402
 from slim_mp.precision import resolve_precision  # noqa: E402
 
 flags.DEFINE_string("model_name", "resnet_v1_50", "Network name of nets_factory.")

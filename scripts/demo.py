@@ -21,12 +21,12 @@ from typing import List, Tuple
 import tensorflow as tf
 
 from slim_mp.datasets import get_dataset
-from slim_mp.evaluation import EvalConfig, evaluate
-from slim_mp.learning_rate import LearningRateSettings
-from slim_mp.optimizers import OptimizerSettings
-from slim_mp.precision_options import PrecisionOptions
-from slim_mp.train_config import TrainConfig
-from slim_mp.training import train
+from slim_mp.training.evaluation import EvalConfig, evaluate
+from slim_mp.training.learning_rate import LearningRateSettings
+from slim_mp.training.optimizers import OptimizerSettings
+from slim_mp.training.precision_flags import PrecisionOptions
+from slim_mp.training.train_config import TrainConfig
+from slim_mp.training.loop import train
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

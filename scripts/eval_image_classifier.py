@@ -7,8 +7,8 @@ Every example of the split is counted exactly once (the last partial batch inclu
 The flags are those of TF-Slim's original ``eval_image_classifier.py`` plus ``--precision``.
 """
 
-from slim_mp import flags
-from slim_mp.evaluation import EvalConfig, evaluate
+from slim_mp.training import cli as flags
+from slim_mp.training.evaluation import EvalConfig, evaluate
 
 flags.define_flags(
     EvalConfig,

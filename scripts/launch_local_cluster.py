@@ -16,8 +16,8 @@ import sys
 
 from absl import flags as absl_flags
 
-from slim_mp import flags
-from slim_mp.local_cluster import LocalCluster, check_train_args, python_command
+from slim_mp.training import cli as flags
+from slim_mp.distribute.local_cluster import LocalCluster, check_train_args, python_command
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 

@@ -6,8 +6,8 @@ It serves the shared variables until stopped. ``scripts/launch_local_cluster.py`
 a cluster on one machine.
 """
 
-from slim_mp import flags
-from slim_mp.cluster import ParameterServerConfig, serve_parameter_server
+from slim_mp.training import cli as flags
+from slim_mp.distribute.cluster import ParameterServerConfig, serve_parameter_server
 
 flags.define_flags(ParameterServerConfig, {"task": "Index of this parameter server in --ps_hosts."})
 

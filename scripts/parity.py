@@ -18,9 +18,9 @@ import time
 import traceback
 from typing import NoReturn, Tuple
 
-from slim_mp.parity import ParityConfig, run_parity
-from slim_mp.parity_plot import plot_loss_curves
-from slim_mp.parity_report import to_markdown, write_report
+from slim_mp.measure.parity import ParityConfig, run_parity
+from slim_mp.measure.parity_plot import plot_loss_curves
+from slim_mp.measure.parity_report import to_markdown, write_report
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130

@@ -8,9 +8,9 @@ meaning; ``--precision``, ``--loss_scale*`` and ``--mp_*`` are new. Bad input pr
 ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
-from slim_mp import flags
-from slim_mp.train_config import TrainConfig
-from slim_mp.training import train
+from slim_mp.training import cli as flags
+from slim_mp.training.train_config import TrainConfig
+from slim_mp.training.loop import train
 
 flags.define_flags(TrainConfig)
 

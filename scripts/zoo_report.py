@@ -19,7 +19,7 @@ import tensorflow as tf  # noqa: E402
 
 import slim_mp  # noqa: E402
 from nets import nets_factory  # noqa: E402
-from slim_mp.select import select_region  # noqa: E402
+from slim_mp.graph_pass.region import select_region  # noqa: E402
 
 flags.DEFINE_string("precision", "bfloat16", "float16 or bfloat16.")
 flags.DEFINE_list("names", [], "Networks to build (default: all).")

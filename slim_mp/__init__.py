@@ -5,19 +5,18 @@ Importing the package makes tf_slim 1.1.0 work under TensorFlow 2.21
 """
 
 from slim_mp import compat as _compat
-
 _compat.install()
 
-from slim_mp.loss_scale_manager import (  # noqa: E402
+from slim_mp.loss_scale.managers import (  # noqa: E402
     ExponentialUpdateLossScaleManager,
     FixedLossScaleManager,
     LossScaleManager,
 )
-from slim_mp.loss_scale_optimizer import LossScaleOptimizer  # noqa: E402
+from slim_mp.loss_scale.optimizer import LossScaleOptimizer  # noqa: E402
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision  # noqa: E402
-from slim_mp.op_classes import BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses  # noqa: E402
-from slim_mp.report import RewriteReport  # noqa: E402
-from slim_mp.rewrite import rewrite  # noqa: E402
+from slim_mp.graph_pass.op_classes import BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses  # noqa: E402
+from slim_mp.graph_pass.report import RewriteReport  # noqa: E402
+from slim_mp.graph_pass.rewrite import rewrite  # noqa: E402
 
 __version__ = "0.1.0"
 

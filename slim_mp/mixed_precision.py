@@ -5,15 +5,15 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import tensorflow as tf
 
-from slim_mp.loss_scale_manager import (
+from slim_mp.loss_scale.managers import (
     ExponentialUpdateLossScaleManager,
     FixedLossScaleManager,
     LossScaleManager,
 )
-from slim_mp.loss_scale_optimizer import LossScaleOptimizer
+from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 from slim_mp.precision import PrecisionLike, resolve_precision
-from slim_mp.report import RewriteReport
-from slim_mp.rewrite import rewrite
+from slim_mp.graph_pass.report import RewriteReport
+from slim_mp.graph_pass.rewrite import rewrite
 
 # "dynamic" = the policy TF2, Keras and PyTorch converged on: start high, halve on every overflow,
 # double after 2000 clean steps. (ExponentialUpdateLossScaleManager's own defaults stay contrib's:

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from script_runs import REPO_ROOT, check_ok, run_script
-from slim_mp.device_info import detect_device
+from slim_mp.devices import detect_device
 
 BENCHMARK_SCRIPT = os.path.join(REPO_ROOT, "scripts", "benchmark.py")
 ROUNDS = 2

@@ -6,8 +6,9 @@ import matplotlib.image
 import pytest
 import tensorflow as tf
 
-from slim_mp import benchmark_report, benchmarking
-from slim_mp.benchmark_suite import (
+from slim_mp.measure import benchmark_report
+from slim_mp.measure import benchmark_step as benchmarking
+from slim_mp.measure.benchmark_suite import (
     Settings,
     SuiteRun,
     VariantResult,
@@ -15,7 +16,7 @@ from slim_mp.benchmark_suite import (
     choose_precisions,
     plan_variants,
 )
-from slim_mp.device_info import (
+from slim_mp.devices import (
     LOW_PRECISION_CPU_FLAGS,
     DeviceInfo,
     detect_device,

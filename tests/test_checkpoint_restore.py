@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import slim_mp  # noqa: F401
-from slim_mp.checkpoint_restore import fine_tune_init_fn, resolve_checkpoint
+from slim_mp.training.checkpoint_restore import fine_tune_init_fn, resolve_checkpoint
 
 tf1 = tf.compat.v1
 RNG = np.random.default_rng(5)

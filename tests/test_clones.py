@@ -7,10 +7,10 @@ import tf_slim as slim
 
 import slim_mp
 from graph_checks import float32_math_ops, ops_of_type, reachable_ops
-from slim_mp.clones import ClonePlacement, create_clones, optimize_clones
-from slim_mp.train_config import TrainConfig
-from slim_mp.train_step import build_train_step
-from slim_mp.training import train
+from slim_mp.distribute.clones import ClonePlacement, create_clones, optimize_clones
+from slim_mp.training.train_config import TrainConfig
+from slim_mp.distribute.train_step import build_train_step
+from slim_mp.training.loop import train
 
 tf1 = tf.compat.v1
 RTOL = 1e-5  # float32 sums in a different order
@@ -146,7 +146,7 @@ def test_cpu_clone_training_writes_the_variable_names_of_a_single_clone_run(tmp_
     train(lenet_clone_config(str(tmp_path / "one")), print_line=lines.append)
     two = train(
         lenet_clone_config(str(tmp_path / "two"), num_clones=2, clone_on_cpu=True,
-                           precision_options=slim_mp.precision_options.PrecisionOptions(precision="bfloat16")),
+                           precision_options=slim_mp.training.precision_flags.PrecisionOptions(precision="bfloat16")),
         print_line=lines.append,
     )
     one_names = tf.train.load_checkpoint(str(tmp_path / "one")).get_variable_to_dtype_map()

@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from script_runs import REPO_ROOT, script_env
-from slim_mp import flags
-from slim_mp.cluster import ParameterServerConfig, serve_parameter_server
-from slim_mp.local_cluster import check_train_args, free_loopback_ports
-from slim_mp.train_config import TrainConfig, check_train_config
+from slim_mp.training import cli as flags
+from slim_mp.distribute.cluster import ParameterServerConfig, serve_parameter_server
+from slim_mp.distribute.local_cluster import check_train_args, free_loopback_ports
+from slim_mp.training.train_config import TrainConfig, check_train_config
 
 LAUNCHER = os.path.join(REPO_ROOT, "scripts", "launch_local_cluster.py")
 LAUNCHER_TIMEOUT_S = 240

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import slim_mp  # noqa: F401  (tf_slim compatibility fixes)
 from slim_mp.datasets import DatasetSpec
-from slim_mp.input_pipeline import InputOptions, next_batch
+from slim_mp.training.input_pipeline import InputOptions, next_batch
 
 NUM_EXAMPLES = 10
 RNG = np.random.default_rng(0)

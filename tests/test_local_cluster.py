@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from script_runs import REPO_ROOT, script_env
-from slim_mp.local_cluster import LocalCluster, python_command
+from slim_mp.distribute.local_cluster import LocalCluster, python_command
 
 CLUSTER_TIMEOUT_S = 240
 TRAIN_SCRIPT = os.path.join(REPO_ROOT, "scripts", "train_image_classifier.py")

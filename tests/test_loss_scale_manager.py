@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import slim_mp  # noqa: F401  (applies the tf_slim compatibility fixes)
-from slim_mp.loss_scale_manager import (
+from slim_mp.loss_scale.managers import (
     ExponentialUpdateLossScaleManager,
     FixedLossScaleManager,
     LossScaleManager,

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 import slim_mp  # noqa: F401  (applies the tf_slim compatibility fixes)
-from slim_mp.loss_scale_manager import ExponentialUpdateLossScaleManager, FixedLossScaleManager
-from slim_mp.loss_scale_optimizer import LossScaleOptimizer, scale_loss
+from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
+from slim_mp.loss_scale.optimizer import LossScaleOptimizer, scale_loss
 
 tf1 = tf.compat.v1
 

@@ -6,8 +6,8 @@ import tensorflow as tf
 import tf_slim as slim
 
 import slim_mp  # noqa: F401  (applies the tf_slim compatibility fixes)
-from slim_mp.loss_scale_manager import ExponentialUpdateLossScaleManager, FixedLossScaleManager
-from slim_mp.loss_scale_optimizer import LossScaleOptimizer
+from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
+from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 
 tf1 = tf.compat.v1
 

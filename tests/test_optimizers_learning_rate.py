@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 import slim_mp  # noqa: F401
-from slim_mp.learning_rate import LearningRateSettings, make_learning_rate
-from slim_mp.optimizers import OPTIMIZER_NAMES, OptimizerSettings, make_optimizer
+from slim_mp.training.learning_rate import LearningRateSettings, make_learning_rate
+from slim_mp.training.optimizers import OPTIMIZER_NAMES, OptimizerSettings, make_optimizer
 
 tf1 = tf.compat.v1
 SAMPLES, BATCH = 1000, 50  # 20 steps per epoch

@@ -311,7 +311,7 @@ def test_rewrite_after_gradients_is_refused():
 
 
 def test_default_tables_name_registered_ops_only():
-    from slim_mp.op_classes import CLASS_NAMES, check_op_type
+    from slim_mp.graph_pass.op_classes import CLASS_NAMES, check_op_type
     for classes in (slim_mp.FLOAT16_CLASSES, slim_mp.BFLOAT16_CLASSES):
         names = [t for c in CLASS_NAMES for t in getattr(classes, c)]
         assert len(names) == len(set(names)), "an op type is in two classes"

@@ -3,8 +3,8 @@
 import pytest
 from absl import flags as absl_flags
 
-from slim_mp import flags
-from slim_mp.train_config import TrainConfig
+from slim_mp.training import cli as flags
+from slim_mp.training.train_config import TrainConfig
 
 # Names and defaults of TF-Slim's train_image_classifier.py (tensorflow/models, research/slim).
 ORIGINAL_DEFAULTS = {

@@ -8,14 +8,14 @@ import pytest
 import tensorflow as tf
 
 import slim_mp  # noqa: F401
-from slim_mp.evaluation import EvalConfig, evaluate
-from slim_mp.learning_rate import LearningRateSettings
-from slim_mp.loss_scale_manager import ExponentialUpdateLossScaleManager, FixedLossScaleManager
-from slim_mp.optimizers import OptimizerSettings
-from slim_mp.precision_options import LossScaleOptions, PrecisionOptions, make_manager
-from slim_mp.train_config import TrainConfig, check_train_config
-from slim_mp.train_graph import add_classification_losses
-from slim_mp.training import train
+from slim_mp.training.evaluation import EvalConfig, evaluate
+from slim_mp.training.learning_rate import LearningRateSettings
+from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
+from slim_mp.training.optimizers import OptimizerSettings
+from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions, make_manager
+from slim_mp.training.train_config import TrainConfig, check_train_config
+from slim_mp.training.train_graph import add_classification_losses
+from slim_mp.training.loop import train
 
 tf1 = tf.compat.v1
 RTOL = 1e-5  # float32 softmax cross-entropy against a float64 numpy reference

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from slim_mp.clones import GradsAndVars
+from slim_mp.distribute.clones import GradsAndVars
 
 tf1 = tf.compat.v1
 

@@ -11,9 +11,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from slim_mp.finite_check import Gradient, finite_flags
-from slim_mp.loss_scale_manager import LossScaleManager
-from slim_mp.skip_monitor import SkipCounters, create_skip_counters, divergence_guard, record_step
+from slim_mp.loss_scale.finite_check import Gradient, finite_flags
+from slim_mp.loss_scale.managers import LossScaleManager
+from slim_mp.loss_scale.skip_monitor import SkipCounters, create_skip_counters, divergence_guard, record_step
 
 _HALF_DTYPES = (tf.float16, tf.bfloat16)
 

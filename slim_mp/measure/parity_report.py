@@ -6,7 +6,7 @@ import os
 import statistics
 from typing import Dict, List, Optional, Sequence
 
-from slim_mp.parity import END_LEARNING_RATE_FRACTION, MOMENTUM, REFERENCE_PRECISION, ParityResult
+from slim_mp.measure.parity import END_LEARNING_RATE_FRACTION, MOMENTUM, REFERENCE_PRECISION, ParityResult
 
 JSON_FILENAME = "parity.json"
 MARKDOWN_FILENAME = "parity.md"

@@ -16,13 +16,13 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.datasets import DatasetSpec, get_dataset
-from slim_mp.evaluation import EvalConfig, evaluate
-from slim_mp.learning_rate import LearningRateSettings
-from slim_mp.model_setup import check_model_name, prepare_output_dir
-from slim_mp.optimizers import OptimizerSettings
-from slim_mp.precision_options import PrecisionOptions
-from slim_mp.train_config import TrainConfig
-from slim_mp.training import train
+from slim_mp.training.evaluation import EvalConfig, evaluate
+from slim_mp.training.learning_rate import LearningRateSettings
+from slim_mp.training.model_setup import check_model_name, prepare_output_dir
+from slim_mp.training.optimizers import OptimizerSettings
+from slim_mp.training.precision_flags import PrecisionOptions
+from slim_mp.training.train_config import TrainConfig
+from slim_mp.training.loop import train
 
 REFERENCE_PRECISION = "float32"
 MIXED_PRECISIONS = ("bfloat16", "float16")

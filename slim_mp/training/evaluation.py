@@ -10,12 +10,12 @@ import tensorflow as tf
 import tf_slim as slim
 from absl import logging
 
-from slim_mp.checkpoint_restore import resolve_checkpoint
+from slim_mp.training.checkpoint_restore import resolve_checkpoint
 from slim_mp.datasets import get_dataset
-from slim_mp.input_pipeline import InputOptions, next_batch
-from slim_mp.model_setup import input_size, network_and_preprocessing, prepare_output_dir
-from slim_mp.precision_options import PrecisionOptions, write_reports
-from slim_mp.rewrite import rewrite
+from slim_mp.training.input_pipeline import InputOptions, next_batch
+from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
+from slim_mp.training.precision_flags import PrecisionOptions, write_reports
+from slim_mp.graph_pass.rewrite import rewrite
 
 tf1 = tf.compat.v1
 

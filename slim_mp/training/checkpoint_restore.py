@@ -13,7 +13,7 @@ import tensorflow as tf
 import tf_slim as slim
 from absl import logging
 
-from slim_mp.scopes import in_scopes
+from slim_mp.training.scopes import in_scopes
 
 InitFn = Callable[[tf.compat.v1.Session], None]
 

@@ -5,13 +5,13 @@ import json
 import math
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from slim_mp.loss_scale_manager import ExponentialUpdateLossScaleManager, LossScaleManager
+from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, LossScaleManager
 from slim_mp.mixed_precision import (
     DYNAMIC_GROWTH_STEPS,
     DYNAMIC_INITIAL_SCALE,
     make_loss_scale_manager,
 )
-from slim_mp.report import RewriteReport
+from slim_mp.graph_pass.report import RewriteReport
 
 PRECISIONS = ("float32", "float16", "bfloat16")
 

@@ -1,8 +1,8 @@
 """Benchmark several networks: float32, slim_mp, grappler's AMP and the low-precision floor, per precision.
 
 Every (model, variant)'s peak memory is measured first, each in its own subprocess
-(``slim_mp.peak_memory``); then, model by model, all variants are built in this process and timed
-interleaved (``slim_mp.benchmarking``), so that noise on a shared machine hits them alike. Speed-ups are the
+(``slim_mp.measure.peak_memory``); then, model by model, all variants are built in this process and timed
+interleaved (``slim_mp.measure.benchmark_step``), so that noise on a shared machine hits them alike. Speed-ups are the
 median over rounds of float32's step time divided by the variant's in the same round.
 """
 
@@ -13,8 +13,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from nets import nets_factory
-from slim_mp import benchmarking, peak_memory
-from slim_mp.device_info import DeviceInfo, PrecisionSupport, native_precisions, precision_support
+from slim_mp.measure import benchmark_step as benchmarking
+from slim_mp.measure import peak_memory
+from slim_mp.devices import DeviceInfo, PrecisionSupport, native_precisions, precision_support
 from slim_mp.precision import resolve_precision, short_name
 
 BASELINE = "float32"

@@ -3,12 +3,12 @@
 import dataclasses
 from typing import Optional, Tuple
 
-from slim_mp.clones import ClonePlacement
-from slim_mp.cluster import ClusterLayout, make_cluster_layout
-from slim_mp.fault_injection import check_fault_steps
-from slim_mp.learning_rate import LearningRateSettings, check_decay_type
-from slim_mp.optimizers import OptimizerSettings, check_optimizer_name
-from slim_mp.precision_options import LossScaleOptions, PrecisionOptions, check_precision
+from slim_mp.distribute.clones import ClonePlacement
+from slim_mp.distribute.cluster import ClusterLayout, make_cluster_layout
+from slim_mp.training.fault_injection import check_fault_steps
+from slim_mp.training.learning_rate import LearningRateSettings, check_decay_type
+from slim_mp.training.optimizers import OptimizerSettings, check_optimizer_name
+from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions, check_precision
 
 
 @dataclasses.dataclass(frozen=True)

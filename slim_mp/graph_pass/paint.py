@@ -24,9 +24,9 @@ from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
 import tensorflow as tf
 
-from slim_mp.op_classes import OpClasses
-from slim_mp.op_ports import OpPorts, has_kernel, op_def_allows, op_ports
-from slim_mp.select import Region
+from slim_mp.graph_pass.op_classes import OpClasses
+from slim_mp.graph_pass.op_ports import OpPorts, has_kernel, op_def_allows, op_ports
+from slim_mp.graph_pass.region import Region
 
 SOURCE_OP_TYPES = frozenset({
     "Const", "Placeholder", "PlaceholderWithDefault", "ReadVariableOp", "ResourceGather", "VariableV2",

@@ -11,21 +11,21 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from slim_mp.checkpoint_restore import InitFn, fine_tune_init_fn
-from slim_mp.clones import ClonePlacement, create_clones, scope_filter
-from slim_mp.cluster import ClusterLayout
+from slim_mp.training.checkpoint_restore import InitFn, fine_tune_init_fn
+from slim_mp.distribute.clones import ClonePlacement, create_clones, scope_filter
+from slim_mp.distribute.cluster import ClusterLayout
 from slim_mp.datasets import DatasetSpec, get_dataset
-from slim_mp.fault_injection import inject_nonfinite_gradients
-from slim_mp.input_pipeline import InputOptions, make_iterator
-from slim_mp.learning_rate import make_learning_rate
+from slim_mp.training.fault_injection import inject_nonfinite_gradients
+from slim_mp.training.input_pipeline import InputOptions, make_iterator
+from slim_mp.training.learning_rate import make_learning_rate
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
-from slim_mp.model_setup import input_size, network_and_preprocessing
-from slim_mp.optimizers import make_optimizer
-from slim_mp.precision_options import make_manager
-from slim_mp.scopes import in_scopes, parse_scopes
-from slim_mp.session_start import SessionOps, make_session_ops
-from slim_mp.train_config import TrainConfig
-from slim_mp.train_step import SyncSettings, build_train_step
+from slim_mp.training.model_setup import input_size, network_and_preprocessing
+from slim_mp.training.optimizers import make_optimizer
+from slim_mp.training.precision_flags import make_manager
+from slim_mp.training.scopes import in_scopes, parse_scopes
+from slim_mp.training.session_start import SessionOps, make_session_ops
+from slim_mp.training.train_config import TrainConfig
+from slim_mp.distribute.train_step import SyncSettings, build_train_step
 
 tf1 = tf.compat.v1
 

@@ -9,8 +9,8 @@ import os
 import numpy as np
 from matplotlib.figure import Figure
 
-from slim_mp.parity import ParityResult
-from slim_mp.parity_report import PLOT_FILENAME
+from slim_mp.measure.parity import ParityResult
+from slim_mp.measure.parity_report import PLOT_FILENAME
 
 COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
 

@@ -12,7 +12,7 @@ from typing import Dict, List
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from slim_mp.benchmark_suite import BASELINE, SuiteRun, VariantResult
+from slim_mp.measure.benchmark_suite import BASELINE, SuiteRun, VariantResult
 
 MIB = 2 ** 20
 TABLE_HEADER = ("| model | config | precision | ms/step (median) | images/s | speed-up vs fp32 | peak memory (MiB) "

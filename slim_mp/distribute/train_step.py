@@ -11,7 +11,7 @@ Example (one worker of a synchronous cluster)::
     clones = create_clones(model, ClonePlacement(num_clones=2, clone_on_cpu=True))
     optimizer = enable_mixed_precision(momentum, "bfloat16", count_skipped_steps=True)
     step = build_train_step(optimizer, clones, global_step, sync=SyncSettings(2, 2))
-    # the chief then runs step.sync_optimizer's chief queue runner (see slim_mp.session_start)
+    # the chief then runs step.sync_optimizer's chief queue runner (see slim_mp.training.session_start)
 """
 
 import dataclasses
@@ -20,8 +20,8 @@ from typing import Callable, Optional, Sequence
 import tensorflow as tf
 import tf_slim as slim
 
-from slim_mp.clones import Clone, GradsAndVars, first_clone_update_ops, optimize_clones
-from slim_mp.loss_scale_optimizer import LossScaleOptimizer
+from slim_mp.distribute.clones import Clone, GradsAndVars, first_clone_update_ops, optimize_clones
+from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 
 tf1 = tf.compat.v1
 

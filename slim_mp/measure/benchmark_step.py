@@ -3,7 +3,7 @@
 Every configuration is built in its own graph and session inside one process, then timed
 interleaved (A, B, C, D, B, C, D, A, ...) so that machine noise hits all of them alike. Results:
 the median step time per configuration, and per pair the median of the round-by-round ratios.
-Used by ``scripts/benchmark_rewrite.py`` and, through ``slim_mp.benchmark_suite``, ``scripts/benchmark.py``.
+Used by ``scripts/benchmark_rewrite.py`` and, through ``slim_mp.measure.benchmark_suite``, ``scripts/benchmark.py``.
 """
 
 import dataclasses
@@ -17,7 +17,7 @@ from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 
 import slim_mp
 from nets import nets_factory
-from slim_mp.device_info import device_type
+from slim_mp.devices import device_type
 
 CONFIGS = ("float32", "slim_mp", "grappler", "floor")
 

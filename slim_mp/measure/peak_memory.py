@@ -1,13 +1,13 @@
 """Peak memory of one benchmark configuration, measured in a fresh subprocess of its own.
 
 A process's peak never goes down, so each configuration gets its own interpreter: it builds the
-train step (``slim_mp.benchmarking.build_train_step``), runs a few steps and reports its peak. On a
+train step (``slim_mp.measure.benchmark_step.build_train_step``), runs a few steps and reports its peak. On a
 CPU that is the peak resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``), with the
 peak after importing TensorFlow as the baseline; on a GPU it is TensorFlow's allocator peak on
 ``GPU:0`` (``tf.config.experimental.get_memory_info``), with the bytes in use before building
 the step (normally none) as the baseline.
 
-    python -m slim_mp.peak_memory '{"config": "slim_mp", "model_name": "lenet", "precision": "bfloat16",
+    python -m slim_mp.measure.peak_memory '{"config": "slim_mp", "model_name": "lenet", "precision": "bfloat16",
                                      "batch_size": 2, "image_size": null, "steps": 3}'
 """
 
@@ -21,8 +21,8 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from slim_mp import benchmarking
-from slim_mp.device_info import device_type
+from slim_mp.measure import benchmark_step as benchmarking
+from slim_mp.devices import device_type
 
 _RESULT_PREFIX = "peak_memory_result="
 _ERROR_PREFIX = "peak_memory_error="
@@ -93,7 +93,7 @@ def measure_in_subprocess(request: MemoryRequest) -> MemoryMeasurement:
         filter(None, [_REPO_ROOT, os.environ.get("PYTHONPATH")])))
     environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     process = subprocess.run(
-        [sys.executable, "-m", "slim_mp.peak_memory", json.dumps(dataclasses.asdict(request))],
+        [sys.executable, "-m", "slim_mp.measure.peak_memory", json.dumps(dataclasses.asdict(request))],
         capture_output=True, text=True, env=environment, timeout=_TIMEOUT_S)
     results = _tagged_lines(process.stdout, _RESULT_PREFIX)
     errors = _tagged_lines(process.stderr, _ERROR_PREFIX)

@@ -19,7 +19,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import op_def_registry, tensor_util
 
-from slim_mp.op_ports import OpPorts, target_op_type
+from slim_mp.graph_pass.op_ports import OpPorts, target_op_type
 from slim_mp.precision import short_name
 
 

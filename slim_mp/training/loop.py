@@ -11,14 +11,14 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.checkpoint_io import atomic_save
-from slim_mp.cluster import session_target
-from slim_mp.model_setup import prepare_output_dir
-from slim_mp.precision_options import write_reports
-from slim_mp.progress import Throughput, format_progress
-from slim_mp.session_start import SessionInit, start_session
-from slim_mp.train_config import TrainConfig, check_train_config, cluster_layout
-from slim_mp.train_graph import TrainGraph, build_train_graph
+from slim_mp.training.checkpoint_io import atomic_save
+from slim_mp.distribute.cluster import session_target
+from slim_mp.training.model_setup import prepare_output_dir
+from slim_mp.training.precision_flags import write_reports
+from slim_mp.training.progress import Throughput, format_progress
+from slim_mp.training.session_start import SessionInit, start_session
+from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
+from slim_mp.training.train_graph import TrainGraph, build_train_graph
 
 tf1 = tf.compat.v1
 

@@ -12,7 +12,7 @@ from typing import Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.finite_check import Gradient
+from slim_mp.loss_scale.finite_check import Gradient
 
 NAMES_SHOWN = 5
 

@@ -13,13 +13,13 @@ from typing import Any, Iterable, Optional
 
 import tensorflow as tf
 
-from slim_mp.op_classes import default_classes
-from slim_mp.paint import LOW, PaintConfig, class_counts, low_ops, paint
+from slim_mp.graph_pass.op_classes import default_classes
+from slim_mp.graph_pass.paint import LOW, PaintConfig, class_counts, low_ops, paint
 from slim_mp.precision import PrecisionLike, resolve_precision
-from slim_mp.rebuild import Rebuilder, planned_conversions
-from slim_mp.refine import demote_tail
-from slim_mp.report import RewriteReport, group_float32_ops
-from slim_mp.select import select_region
+from slim_mp.graph_pass.rebuild import Rebuilder, planned_conversions
+from slim_mp.graph_pass.refine import demote_tail
+from slim_mp.graph_pass.report import RewriteReport, group_float32_ops
+from slim_mp.graph_pass.region import select_region
 
 _QUIET_REASONS = ("no low-precision neighbour", "existing float cast")
 

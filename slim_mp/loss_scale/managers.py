@@ -3,7 +3,7 @@
 A drop-in for ``tf.contrib.mixed_precision``'s managers (same class names,
 arguments, defaults, update rule and checkpoint variables), with argument
 validation and two optional bounds (``min_loss_scale``, ``max_loss_scale``).
-``LossScaleOptimizer`` (``slim_mp.loss_scale_optimizer``) consumes them.
+``LossScaleOptimizer`` (``slim_mp.loss_scale.optimizer``) consumes them.
 """
 
 import abc

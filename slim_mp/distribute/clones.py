@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.finite_check import Gradient
+from slim_mp.loss_scale.finite_check import Gradient
 from slim_mp.mixed_precision import MixedPrecisionOptimizer
 
 tf1 = tf.compat.v1

@@ -1,0 +1,1 @@
+"""Several devices and machines: model clones, parameter-server clusters, the local cluster launcher."""

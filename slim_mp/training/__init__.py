@@ -1,0 +1,1 @@
+"""The training application behind the scripts: config, flags, graph, session, checkpoints, evaluation."""
