@@ -51,7 +51,7 @@ def main() -> None:
         progress(support.describe())
     progress(f"benchmarking: float32 and {', '.join(precisions)}")
     run = benchmark_suite.run_suite(models, precisions, settings, device, progress)
-    for path in benchmark_report.write_reports(run, FLAGS.output_dir).values():
+    for path in benchmark_report.write_benchmark_reports(run, FLAGS.output_dir).values():
         progress(f"wrote {path}")
 
 

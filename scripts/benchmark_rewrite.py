@@ -16,8 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
-from slim_mp import devices as device_info  # noqa: E402
-from slim_mp.measure import benchmark_step as benchmarking  # noqa: E402
+from slim_mp import devices  # noqa: E402
+from slim_mp.measure import benchmark_step  # noqa: E402
 from slim_mp.precision import resolve_precision  # noqa: E402
 
 flags.DEFINE_string("model_name", "resnet_v1_50", "Network name of nets_factory.")
@@ -26,7 +26,7 @@ flags.DEFINE_integer("batch_size", 8, "Images per step.")
 flags.DEFINE_integer("image_size", None, "Input size; default: the network's default_image_size.")
 flags.DEFINE_integer("rounds", 10, "Timed steps per configuration.")
 flags.DEFINE_integer("warmup", 3, "Untimed steps per configuration before timing.")
-flags.DEFINE_list("configs", list(benchmarking.CONFIGS), "Configurations to compare.")
+flags.DEFINE_list("configs", list(benchmark_step.CONFIGS), "Configurations to compare.")
 flags.DEFINE_string("output_json", None, "Also write the results as JSON here.")
 FLAGS = flags.FLAGS
 
@@ -34,16 +34,16 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     precision = resolve_precision(FLAGS.precision)
-    device = device_info.device_type()
+    device = devices.device_type()
     print(f"model={FLAGS.model_name} precision={precision.name} batch={FLAGS.batch_size} device={device} "
-          f"cpu_features={device_info.cpu_features()}", flush=True)
+          f"cpu_features={devices.cpu_features()}", flush=True)
     steps = {}
     for config in FLAGS.configs:
-        steps[config] = benchmarking.build_train_step(
+        steps[config] = benchmark_step.build_benchmark_step(
             config, FLAGS.model_name, precision, FLAGS.batch_size, FLAGS.image_size)
         print(f"built {config}", flush=True)
-    casts = {name: benchmarking.executed_casts(step) for name, step in steps.items()}
-    times = benchmarking.interleaved_times(
+    casts = {name: benchmark_step.executed_casts(step) for name, step in steps.items()}
+    times = benchmark_step.interleaved_times(
         {name: (lambda s=step: s.session.run(s.train_op)) for name, step in steps.items()},
         FLAGS.rounds, FLAGS.warmup, progress=lambda line: print(line, flush=True))
     rows = []
@@ -51,7 +51,7 @@ def main(argv):
     print(f"{'config':<10} {'median s/step':>14} {'vs float32':>11} {'vs grappler':>12} {'vs floor':>9} "
           f"{'casts run':>10} {'casts built':>12}")
     for name, values in times.items():
-        ratios = {base: benchmarking.paired_ratio(times, name, base) if base in times else None
+        ratios = {base: benchmark_step.paired_ratio(times, name, base) if base in times else None
                   for base in ("float32", "grappler", "floor")}
         row = {"config": name, "median_seconds": statistics.median(values),
                **{f"vs_{base}": ratio for base, ratio in ratios.items()},

@@ -18,15 +18,14 @@ import shutil
 import time
 from typing import List, Tuple
 
-import tensorflow as tf
-
 from slim_mp.datasets import get_dataset
+from slim_mp.devices import detect_device, preferred_low_precision
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
+from slim_mp.training.loop import train
 from slim_mp.training.optimizers import OptimizerSettings
 from slim_mp.training.precision_flags import PrecisionOptions
 from slim_mp.training.train_config import TrainConfig
-from slim_mp.training.loop import train
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,15 +43,6 @@ class RunSummary:
     final_loss: float
     accuracy: float
     images_per_second: float
-
-
-def mixed_precision_for_this_machine() -> str:
-    """``float16`` on a GPU with tensor cores, else ``bfloat16`` (the CPU choice)."""
-    for gpu in tf.config.list_physical_devices("GPU"):
-        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability") or (0, 0)
-        if tuple(capability) >= (7, 0):
-            return "float16"
-    return "bfloat16"
 
 
 def run_one(precision: str, steps: int, output_dir: str) -> RunSummary:
@@ -130,7 +120,7 @@ def main() -> None:
     """Run both precisions and print the table."""
     steps, output_dir = parse_args()
     started = time.perf_counter()
-    rows = [run_one(precision, steps, output_dir) for precision in ("float32", mixed_precision_for_this_machine())]
+    rows = [run_one(precision, steps, output_dir) for precision in ("float32", preferred_low_precision(detect_device()))]
     print(f"\n{MODEL} on fashion_mnist ({IMAGE_SIZE}x{IMAGE_SIZE}, batch {BATCH_SIZE}, {steps} steps, seed {SEED})")
     print(format_table(rows))
     print(f"outputs under {output_dir}; wall time {time.perf_counter() - started:.0f}s")

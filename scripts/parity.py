@@ -16,7 +16,7 @@ import argparse
 import sys
 import time
 import traceback
-from typing import NoReturn, Tuple
+from typing import Any, Dict, NoReturn, Tuple
 
 from slim_mp.measure.parity import ParityConfig, run_parity
 from slim_mp.measure.parity_plot import plot_loss_curves
@@ -44,8 +44,8 @@ def parse_seeds(text: str) -> Tuple[int, ...]:
             from error
 
 
-def parse_args() -> Tuple[ParityConfig, bool]:
-    """Return the comparison's options and whether to print tracebacks."""
+def parse_args() -> Tuple[Dict[str, Any], bool]:
+    """Return the comparison's options (``ParityConfig`` fields) and whether to print tracebacks."""
     parser = OneLineErrorParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model_name", default=DEFAULTS.model_name, help="network name (nets/nets_factory.py)")
     parser.add_argument("--dataset_name", default=DEFAULTS.dataset_name, help="e.g. fashion_mnist or image_folder")
@@ -69,13 +69,14 @@ def parse_args() -> Tuple[ParityConfig, bool]:
     parser.add_argument("--verbose", action="store_true", help="print the full traceback when the run fails")
     args = vars(parser.parse_args())
     verbose = args.pop("verbose")
-    return ParityConfig(**args), verbose
+    return args, verbose
 
 
 def main() -> None:
     """Run the comparison, write its files and print the summary table."""
-    config, verbose = parse_args()
+    options, verbose = parse_args()
     try:
+        config = ParityConfig(**options)
         started = time.perf_counter()
         result = run_parity(config, print_line=lambda line: print(line, flush=True))
         paths = write_report(result)

@@ -1,10 +1,13 @@
-"""What device the benchmarks run on, and which low precisions it computes natively.
+"""The one device detection of slim_mp: where ops run, and which low precisions it computes natively.
 
-Detection (``detect_device``) reads TensorFlow's GPU details or the CPU's flags; the decision
-(``precision_support``) is a pure function of those facts, so it can be checked on any machine:
+Detection (``detect_device``, ``device_type``) reads TensorFlow's GPU details or the CPU's flags;
+the decisions (``precision_support``, ``preferred_low_precision``) are pure functions of those
+facts, so they can be checked on any machine:
 
 * bfloat16 is native on CPUs with AVX512-BF16 or AMX-BF16 and on GPUs of compute capability 8.0 or newer;
 * float16 is native on GPUs of compute capability 7.0 or newer (tensor cores); on a CPU it is emulated.
+
+The graph pass, the training scripts, the benchmarks and the demo all ask here.
 """
 
 import dataclasses
@@ -14,7 +17,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 import tensorflow as tf
 
 DEVICE_KINDS = ("CPU", "GPU")
-LOW_PRECISIONS = ("bfloat16", "float16")
+LOW_PRECISION_NAMES = ("bfloat16", "float16")
 # The CPU flags (as /proc/cpuinfo spells them) that matter for low-precision math.
 LOW_PRECISION_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16")
 _CPU_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -85,13 +88,28 @@ def _cpu_support(precision: str, cpu_flags: FrozenSet[str]) -> PrecisionSupport:
 def precision_support(device: DeviceInfo) -> Dict[str, PrecisionSupport]:
     """For each low precision, whether ``device`` runs it natively (see the module docstring for the rules)."""
     if device.kind == "GPU":
-        return {precision: _gpu_support(precision, device.compute_capability) for precision in LOW_PRECISIONS}
-    return {precision: _cpu_support(precision, device.cpu_flags) for precision in LOW_PRECISIONS}
+        return {precision: _gpu_support(precision, device.compute_capability) for precision in LOW_PRECISION_NAMES}
+    return {precision: _cpu_support(precision, device.cpu_flags) for precision in LOW_PRECISION_NAMES}
 
 
 def native_precisions(device: DeviceInfo) -> List[str]:
     """The low precisions ``device`` runs natively, bfloat16 first: what a benchmark measures by default."""
     return [name for name, support in precision_support(device).items() if support.native]
+
+
+def preferred_low_precision(device: DeviceInfo) -> str:
+    """The low precision to train in on ``device``: float16 where it is native (tensor cores), else bfloat16."""
+    return "float16" if precision_support(device)["float16"].native else "bfloat16"
+
+
+def emulation_warning(precision: str, kind: str) -> Optional[str]:
+    """A one-line warning when ``precision`` is float16 on a ``kind`` (``CPU``/``GPU``) that emulates it, else None.
+
+    The decision needs only the device kind: TensorFlow's CPU kernels compute float16 through float32.
+    """
+    if precision == "float16" and kind == "CPU":
+        return "float16 kernels on CPU are emulated and slow; use precision='bfloat16' on CPUs."
+    return None
 
 
 def _read_cpuinfo() -> str:

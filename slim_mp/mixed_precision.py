@@ -1,52 +1,15 @@
 """``enable_mixed_precision``: the one-call setup — graph pass plus loss scaling around an optimizer."""
 
-import numbers
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import tensorflow as tf
 
-from slim_mp.loss_scale.managers import (
-    ExponentialUpdateLossScaleManager,
-    FixedLossScaleManager,
-    LossScaleManager,
-)
+from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
+from slim_mp.loss_scale.policy import LossScaleLike, make_loss_scale_manager
 from slim_mp.precision import PrecisionLike, resolve_precision
 from slim_mp.graph_pass.report import RewriteReport
 from slim_mp.graph_pass.rewrite import rewrite
-
-# "dynamic" = the policy TF2, Keras and PyTorch converged on: start high, halve on every overflow,
-# double after 2000 clean steps. (ExponentialUpdateLossScaleManager's own defaults stay contrib's:
-# x0.8 every 2 overflows, which needs ~40 skipped steps to come down from 2**15 to 2**8.)
-DYNAMIC_INITIAL_SCALE = 2.0 ** 15
-DYNAMIC_GROWTH_STEPS = 2000
-DYNAMIC_BACKOFF_RATIO = 0.5
-DYNAMIC_BACKOFF_EVERY = 1
-
-LossScaleLike = Union[None, str, float, LossScaleManager]
-
-
-def make_loss_scale_manager(loss_scale: LossScaleLike, precision: PrecisionLike) -> LossScaleManager:
-    """Turn ``"dynamic"``, a number or a manager into a manager; ``None`` picks the precision's default.
-
-    The default is dynamic scaling for float16 (2**15, halved on each overflow, doubled after
-    2000 finite steps) and no scaling (a fixed scale of 1) for bfloat16, which has float32's
-    exponent range.
-    """
-    if isinstance(loss_scale, LossScaleManager):
-        return loss_scale
-    if loss_scale is None:
-        loss_scale = "dynamic" if resolve_precision(precision) == tf.float16 else 1.0
-    if loss_scale == "dynamic":
-        return ExponentialUpdateLossScaleManager(
-            DYNAMIC_INITIAL_SCALE, DYNAMIC_GROWTH_STEPS,
-            decr_every_n_nan_or_inf=DYNAMIC_BACKOFF_EVERY, decr_ratio=DYNAMIC_BACKOFF_RATIO,
-        )
-    if isinstance(loss_scale, numbers.Real) and not isinstance(loss_scale, bool):
-        return FixedLossScaleManager(float(loss_scale))
-    raise ValueError(
-        f"loss_scale={loss_scale!r} is not supported; use 'dynamic', a number >= 1, or a LossScaleManager."
-    )
 
 
 class MixedPrecisionOptimizer(LossScaleOptimizer):

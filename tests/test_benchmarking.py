@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from slim_mp.measure import benchmark_report
-from slim_mp.measure import benchmark_step as benchmarking
+from slim_mp.measure import benchmark_step
 from slim_mp.measure.benchmark_suite import (
     Settings,
     SuiteRun,
@@ -129,7 +129,7 @@ def test_check_models_names_the_unknown_model():
 
 def test_speedup_is_the_median_of_per_round_ratios():
     times = {"float32": [2.0, 4.0, 6.0], "fast": [1.0, 1.0, 3.0]}  # per-round ratios 2, 4, 2
-    assert benchmarking.paired_ratio(times, "float32", "fast") == pytest.approx(2.0)
+    assert benchmark_step.paired_ratio(times, "float32", "fast") == pytest.approx(2.0)
 
 
 def result(label: str, config: str, precision: str, native: bool, seconds: float, speedup: float) -> VariantResult:
@@ -162,7 +162,7 @@ def test_markdown_has_one_row_per_result_and_marks_emulated_precisions(toy_run):
 
 
 def test_reports_are_written_and_parse(toy_run, tmp_path):
-    paths = benchmark_report.write_reports(toy_run, str(tmp_path / "out"))
+    paths = benchmark_report.write_benchmark_reports(toy_run, str(tmp_path / "out"))
     with open(paths["json"], encoding="utf-8") as handle:
         payload = json.load(handle)
     assert [r["label"] for r in payload["results"]] == ["float32", "slim_mp_fp16"]

@@ -291,7 +291,7 @@ def test_float16_on_cpu_warns_and_suggests_bfloat16():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"precision": "float8"}, "Unknown precision"),
-    ({"precision": tf.float32}, "not a low-precision type"),
+    ({"precision": tf.float32}, "not a mixed precision"),
     ({"allow": ["Conv2d"]}, "Did you mean 'Conv2D'"),
     ({"allow": ["Relu"], "deny": ["Relu"]}, "both 'allow' and 'deny'"),
     ({"device_type": "TPU"}, "device_type"),

@@ -12,7 +12,7 @@ from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
 from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
 from slim_mp.training.optimizers import OptimizerSettings
-from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions, make_manager
+from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
 from slim_mp.training.train_config import TrainConfig, check_train_config
 from slim_mp.training.train_graph import add_classification_losses
 from slim_mp.training.loop import train
@@ -44,17 +44,17 @@ def test_aux_logits_add_a_loss_weighted_point_four_with_label_smoothing():
 
 def test_loss_scale_options_pick_the_manager():
     with tf.Graph().as_default():
-        assert isinstance(make_manager(LossScaleOptions(), "float16"), ExponentialUpdateLossScaleManager)
-        assert isinstance(make_manager(LossScaleOptions(), "bfloat16"), FixedLossScaleManager)
-        assert isinstance(make_manager(LossScaleOptions(loss_scale="dynamic"), "bfloat16"),
+        assert isinstance(LossScaleOptions().manager("float16"), ExponentialUpdateLossScaleManager)
+        assert isinstance(LossScaleOptions().manager("bfloat16"), FixedLossScaleManager)
+        assert isinstance(LossScaleOptions(loss_scale="dynamic").manager("bfloat16"),
                           ExponentialUpdateLossScaleManager)
-        fixed = make_manager(LossScaleOptions(loss_scale="128"), "float16")
+        fixed = LossScaleOptions(loss_scale="128").manager("float16")
         with tf1.Session() as session:
             assert session.run(fixed.get_loss_scale()) == 128.0
         with pytest.raises(ValueError, match="--loss_scale='big'"):
-            make_manager(LossScaleOptions(loss_scale="big"), "float16")
+            LossScaleOptions(loss_scale="big").manager("float16")
         with pytest.raises(ValueError, match="--loss_scale_"):
-            make_manager(LossScaleOptions(loss_scale="dynamic", loss_scale_decr_ratio=2.0), "float16")
+            LossScaleOptions(loss_scale="dynamic", loss_scale_decr_ratio=2.0).manager("float16")
 
 
 def test_quantized_training_is_refused_naming_the_flag():

@@ -22,15 +22,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.loss_scale.finite_check import Gradient
-from slim_mp.mixed_precision import MixedPrecisionOptimizer
+from slim_mp.graph_pass.op_classes import VARIABLE_OP_TYPES
+from slim_mp.loss_scale.finite_check import GradsAndVars, Gradient
 
 tf1 = tf.compat.v1
 
-GradsAndVars = List[Tuple[Optional[Gradient], tf.Variable]]
-
-# Op types that create variable state; they go to the variables' device, not the clone's.
-VARIABLE_OP_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable", "AutoReloadVariable"})
 CPU = "/device:CPU:0"
 
 
@@ -177,12 +173,13 @@ def optimize_clones(
 ) -> Tuple[tf.Tensor, GradsAndVars]:
     """Return ``(total loss, gradients summed over the clones)`` for one ``apply_gradients`` call.
 
-    A ``MixedPrecisionOptimizer`` rewrites all clone losses in one pass before any gradient is
-    taken. Each clone's gradients are computed on its device.
+    An optimizer with a ``rewrite_losses`` method (``MixedPrecisionOptimizer``) rewrites all clone
+    losses in one pass before any gradient is taken. Each clone's gradients are computed on its device.
     """
     losses = [clone.loss for clone in clones]
-    if isinstance(optimizer, MixedPrecisionOptimizer):
-        losses = optimizer.rewrite_losses(losses)
+    rewrite_losses = getattr(optimizer, "rewrite_losses", None)
+    if rewrite_losses is not None:
+        losses = rewrite_losses(losses)
     per_clone = []
     for clone, loss in zip(clones, losses):
         with _name_scope(clone.scope), _device(clone.device):

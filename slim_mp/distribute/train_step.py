@@ -20,7 +20,8 @@ from typing import Callable, Optional, Sequence
 import tensorflow as tf
 import tf_slim as slim
 
-from slim_mp.distribute.clones import Clone, GradsAndVars, first_clone_update_ops, optimize_clones
+from slim_mp.distribute.clones import Clone, first_clone_update_ops, optimize_clones
+from slim_mp.loss_scale.finite_check import GradsAndVars
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 
 tf1 = tf.compat.v1

@@ -134,3 +134,32 @@ BFLOAT16_CLASSES = OpClasses(
 def default_classes(precision: tf.DType) -> OpClasses:
     """The default table for ``tf.float16`` or ``tf.bfloat16``."""
     return FLOAT16_CLASSES if precision == tf.float16 else BFLOAT16_CLASSES
+
+
+# The other op-type knowledge of the pass and of the tools around it, kept here with the classes so
+# that one test checks every name against TensorFlow's op registry.
+
+# Ops the painter never colours: values come from outside the computation, casts go around them.
+SOURCE_OP_TYPES = frozenset({
+    "Const", "Placeholder", "PlaceholderWithDefault", "ReadVariableOp", "ResourceGather", "VariableV2",
+    "Variable", "VarHandleOp", "IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue",
+})
+
+# Ops that run a function body the pass does not enter (TF2 control flow, function calls).
+FUNCTION_OP_TYPES = frozenset({
+    "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase", "PartitionedCall",
+    "StatefulPartitionedCall",
+})
+
+# Ops that create a variable (as opposed to reading or updating one): placed on the variables' device.
+VARIABLE_OP_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+
+# Op types the rebuild replaces by a newer op that has a low-precision data type.
+UPGRADED_OP_TYPES = {"FusedBatchNorm": "FusedBatchNormV3"}
+
+# Float attrs that stay float32 even when the op runs in low precision (batch norm's scale, offset, statistics).
+KEEP_FLOAT32_ATTRS = {
+    "FusedBatchNormV2": frozenset({"U"}),
+    "FusedBatchNormV3": frozenset({"U"}),
+    "_FusedBatchNormEx": frozenset({"U"}),
+}

@@ -14,15 +14,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 import tensorflow as tf
 from tensorflow.python.framework import kernels, op_def_registry
 
-# Op types the rebuild replaces by a newer op that has a low-precision data type.
-UPGRADED_OP_TYPES = {"FusedBatchNorm": "FusedBatchNormV3"}
-
-# Float attrs that stay float32 even when the op runs in low precision.
-_KEEP_FLOAT32_ATTRS = {
-    "FusedBatchNormV2": frozenset({"U"}),
-    "FusedBatchNormV3": frozenset({"U"}),
-    "_FusedBatchNormEx": frozenset({"U"}),
-}
+from slim_mp.graph_pass.op_classes import KEEP_FLOAT32_ATTRS, UPGRADED_OP_TYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +73,7 @@ def op_ports(op: tf.Operation) -> OpPorts:
     op_def = op_def_registry.get(op_type)
     if op_def is None:  # a call of a graph function: its body is not ours to convert
         return OpPorts(op.type, frozenset(), tuple(False for _ in op.inputs), tuple(False for _ in op.outputs))
-    keep = _KEEP_FLOAT32_ATTRS.get(op_type, frozenset())
+    keep = KEEP_FLOAT32_ATTRS.get(op_type, frozenset())
     attrs = set()
     for attr in op_def.attr:
         if attr.name in keep or attr.type not in ("type", "list(type)"):

@@ -24,20 +24,9 @@ from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
 import tensorflow as tf
 
-from slim_mp.graph_pass.op_classes import OpClasses
+from slim_mp.graph_pass.op_classes import FUNCTION_OP_TYPES, SOURCE_OP_TYPES, OpClasses
 from slim_mp.graph_pass.op_ports import OpPorts, has_kernel, op_def_allows, op_ports
 from slim_mp.graph_pass.region import Region
-
-SOURCE_OP_TYPES = frozenset({
-    "Const", "Placeholder", "PlaceholderWithDefault", "ReadVariableOp", "ResourceGather", "VariableV2",
-    "Variable", "VarHandleOp", "IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue",
-})
-
-# Ops that run a function body the pass does not enter (TF2 control flow, function calls).
-FUNCTION_OP_TYPES = frozenset({
-    "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase", "PartitionedCall",
-    "StatefulPartitionedCall",
-})
 
 LOW, FLOAT32 = "low", "float32"
 

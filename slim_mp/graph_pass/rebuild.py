@@ -11,44 +11,16 @@ low-precision ops are folded into low-precision constants instead of being cast 
 """
 
 import contextlib
-import dataclasses
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import op_def_registry, tensor_util
 
+from slim_mp.graph_pass.conversions import Conversion, bytes_per_step, cast_name
 from slim_mp.graph_pass.op_ports import OpPorts, target_op_type
 from slim_mp.precision import short_name
-
-
-@dataclasses.dataclass
-class Conversion:
-    """One Cast (or folded constant) the rewrite inserts, and its per-step traffic when known.
-
-    ``kind`` is ``cast`` (on the path of some consumer), ``constant`` (a folded constant) or
-    ``view`` (a float32 cast made only for a tensor the user holds or a graph collection lists:
-    it costs nothing unless fetched).
-    """
-
-    name: str
-    source: str
-    source_dtype: str
-    dtype: str
-    kind: str
-    bytes_per_step: Optional[int]
-
-
-def _bytes_per_step(tensor: tf.Tensor, dtype: tf.DType) -> Optional[int]:
-    if not tensor.shape.is_fully_defined():
-        return None
-    return tensor.shape.num_elements() * (tensor.dtype.base_dtype.size + dtype.size)
-
-
-def _cast_name(tensor: tf.Tensor, dtype: tf.DType) -> str:
-    port = f"/out{tensor.value_index}" if tensor.value_index else ""
-    return f"{tensor.op.name}{port}/CastTo{short_name(dtype).capitalize()}"
 
 
 def _with_dtype(value: attr_value_pb2.AttrValue, dtype: tf.DType) -> attr_value_pb2.AttrValue:
@@ -103,7 +75,7 @@ class Rebuilder:
                 name=self._converted[key].op.name, source=current.name,
                 source_dtype=current.dtype.base_dtype.name, dtype=dtype.name,
                 kind="constant" if folded else self._cast_kind,
-                bytes_per_step=None if folded else _bytes_per_step(current, dtype),
+                bytes_per_step=None if folded else bytes_per_step(current, dtype),
             ))
         return self._converted[key]
 
@@ -113,7 +85,7 @@ class Rebuilder:
             "DstT": attr_value_pb2.AttrValue(type=dtype.as_datatype_enum),
             "Truncate": attr_value_pb2.AttrValue(b=False),
         }
-        cast = self.graph._create_op_internal("Cast", [tensor], name=_cast_name(tensor, dtype), attrs=attrs)
+        cast = self.graph._create_op_internal("Cast", [tensor], name=cast_name(tensor, dtype), attrs=attrs)
         return cast.outputs[0]
 
     def _fold_constant(self, tensor: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
@@ -195,33 +167,3 @@ class Rebuilder:
                     item in self.replaced or getattr(item, "op", None) in self.replaced
                 ):
                     items[index] = self.remap(item)
-
-
-def planned_conversions(low: Sequence[tf.Operation], ports: Dict[tf.Operation, OpPorts],
-                        precision: tf.DType) -> List[Conversion]:
-    """The casts and folded constants a rewrite of ``low`` would create, without touching the graph."""
-    low_set = set(low)
-    planned: Dict[Tuple[str, str], Conversion] = {}
-
-    def need(tensor: tf.Tensor, dtype: tf.DType) -> None:
-        key = (tensor.name, dtype.name)
-        if key not in planned:
-            folded = tensor.op.type == "Const"
-            planned[key] = Conversion(
-                name=_cast_name(tensor, dtype), source=tensor.name, source_dtype=tensor.dtype.base_dtype.name,
-                dtype=dtype.name, kind="constant" if folded else "cast",
-                bytes_per_step=None if folded else _bytes_per_step(tensor, dtype),
-            )
-
-    for op in low:
-        for index, tensor in enumerate(op.inputs):
-            producer_low = tensor.op in low_set and ports[tensor.op].data_outputs[tensor.value_index]
-            wants_low = ports[op].data_inputs[index]
-            if wants_low and not producer_low and tensor.dtype != precision:
-                need(tensor, precision)
-            elif producer_low and not wants_low:
-                need(tensor, tf.float32)
-        for tensor, is_data in zip(op.outputs, ports[op].data_outputs):
-            if is_data and any(c not in low_set for c in tensor.consumers()):
-                need(tensor, tf.float32)
-    return list(planned.values())

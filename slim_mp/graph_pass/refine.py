@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from slim_mp.graph_pass.op_ports import OpPorts
 from slim_mp.graph_pass.paint import FLOAT32, Decision
-from slim_mp.graph_pass.rebuild import planned_conversions
+from slim_mp.graph_pass.conversions import planned_conversions
 
 
 def _tail(low: Set[tf.Operation], decisions: Dict[tf.Operation, Decision]) -> Set[tf.Operation]:

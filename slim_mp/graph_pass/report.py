@@ -4,7 +4,7 @@ import collections
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from slim_mp.graph_pass.rebuild import Conversion
+from slim_mp.graph_pass.conversions import Conversion
 
 _MAX_NAMES = 5
 

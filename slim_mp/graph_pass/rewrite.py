@@ -13,20 +13,18 @@ from typing import Any, Iterable, Optional
 
 import tensorflow as tf
 
+from slim_mp.devices import device_type as detected_device_type
+from slim_mp.devices import emulation_warning
+from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import LOW, PaintConfig, class_counts, low_ops, paint
-from slim_mp.precision import PrecisionLike, resolve_precision
-from slim_mp.graph_pass.rebuild import Rebuilder, planned_conversions
+from slim_mp.graph_pass.rebuild import Rebuilder
 from slim_mp.graph_pass.refine import demote_tail
-from slim_mp.graph_pass.report import RewriteReport, group_float32_ops
 from slim_mp.graph_pass.region import select_region
+from slim_mp.graph_pass.report import RewriteReport, group_float32_ops
+from slim_mp.precision import PrecisionLike, resolve_precision
 
 _QUIET_REASONS = ("no low-precision neighbour", "existing float cast")
-
-
-def default_device_type() -> str:
-    """``GPU`` when TensorFlow sees one, else ``CPU``: where unplaced ops will run."""
-    return "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
 
 
 def _check_before_gradients(low: Iterable[tf.Operation]) -> None:
@@ -81,7 +79,7 @@ def rewrite(
     classes = default_classes(dtype).with_overrides(
         {name: list(types) for name, types in overrides.items()}, remove=list(remove)
     )
-    device = device_type or default_device_type()
+    device = device_type or detected_device_type()
     if device not in ("CPU", "GPU"):
         raise ValueError(f"device_type={device_type!r} is not supported; use 'CPU' or 'GPU'.")
     region = select_region(fetches)
@@ -92,9 +90,8 @@ def rewrite(
     low = demote_tail(low_ops(decisions, region), decisions, dtype)
     _check_before_gradients(low)
 
-    notes = []
-    if dtype == tf.float16 and device == "CPU":
-        notes.append("float16 kernels on CPU are emulated and slow; use precision='bfloat16' on CPUs.")
+    emulated = emulation_warning(dtype.name, device)
+    notes = [emulated] if emulated else []
     ports = {op: d.ports for op, d in decisions.items()}
     if dry_run:
         conversions = planned_conversions(low, ports, dtype)

@@ -6,11 +6,12 @@ single flag vector: no ``tf.cond`` per variable, and the vector doubles as the
 per-variable report the divergence guard needs.
 """
 
-from typing import Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
 Gradient = Union[tf.Tensor, tf.IndexedSlices]
+GradsAndVars = List[Tuple[Optional[Gradient], tf.Variable]]
 
 
 def gradient_values(gradient: Gradient) -> tf.Tensor:

@@ -11,13 +11,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from slim_mp.loss_scale.finite_check import Gradient, finite_flags
+from slim_mp.loss_scale.finite_check import GradsAndVars, Gradient, finite_flags
 from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.skip_monitor import SkipCounters, create_skip_counters, divergence_guard, record_step
 
 _HALF_DTYPES = (tf.float16, tf.bfloat16)
-
-GradsAndVars = List[Tuple[Optional[Gradient], tf.Variable]]
 
 
 def _wide_dtype(dtype: tf.DType) -> tf.DType:

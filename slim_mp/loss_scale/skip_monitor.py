@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from slim_mp.loss_scale.finite_check import Gradient
 
-NAMES_SHOWN = 5
+CULPRITS_SHOWN = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +76,7 @@ def _divergence_message(
             "), because the gradients of ",
             tf.strings.as_string(tf.size(culprits)),
             " variable(s) hold inf or NaN even unscaled, first: ",
-            tf.strings.reduce_join(culprits[:NAMES_SHOWN], separator=", "),
+            tf.strings.reduce_join(culprits[:CULPRITS_SHOWN], separator=", "),
             ". Run these layers in bfloat16, or add the ops that feed them to the float16 deny list.",
         ]
     )

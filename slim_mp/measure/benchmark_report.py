@@ -95,7 +95,7 @@ def draw_speedups(run: SuiteRun, path: str) -> None:
     figure.savefig(path, dpi=120)
 
 
-def write_reports(run: SuiteRun, output_dir: str) -> Dict[str, str]:
+def write_benchmark_reports(run: SuiteRun, output_dir: str) -> Dict[str, str]:
     """Write the JSON, markdown and PNG files into ``output_dir`` (created if needed); their paths by kind."""
     os.makedirs(output_dir, exist_ok=True)
     paths = {kind: os.path.join(output_dir, f"benchmark.{kind}") for kind in ("json", "md", "png")}

@@ -23,7 +23,7 @@ CONFIGS = ("float32", "slim_mp", "grappler", "floor")
 
 
 @dataclasses.dataclass
-class TrainStep:
+class BenchmarkStep:
     """One built configuration: a session ready to run ``train_op``."""
 
     name: str
@@ -56,8 +56,8 @@ def _grappler_config(precision: tf.DType, device_type: str) -> config_pb2.Config
     return config_pb2.ConfigProto(graph_options=config_pb2.GraphOptions(rewrite_options=rewrite_options))
 
 
-def build_train_step(config: str, model_name: str, precision: tf.DType, batch_size: int,
-                     image_size: Optional[int], num_classes: int = 1000, seed: int = 0) -> TrainStep:
+def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batch_size: int,
+                     image_size: Optional[int], num_classes: int = 1000, seed: int = 0) -> BenchmarkStep:
     """Build a Momentum train step of ``model_name`` (cross-entropy loss, random fixed inputs) for ``config``."""
     if config not in CONFIGS:
         raise ValueError(f"Unknown benchmark configuration {config!r}; use one of {', '.join(CONFIGS)}.")
@@ -76,7 +76,7 @@ def build_train_step(config: str, model_name: str, precision: tf.DType, batch_si
         else:
             logits, _ = network_fn(images)
         loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, tf.reshape(logits, [batch_size, -1]))
-        step = TrainStep(config, None, None)
+        step = BenchmarkStep(config, None, None)
         if config == "slim_mp":
             report = slim_mp.rewrite(loss, precision)
             step.pass_seconds = report.seconds
@@ -90,7 +90,7 @@ def build_train_step(config: str, model_name: str, precision: tf.DType, batch_si
     return step
 
 
-def executed_casts(step: TrainStep) -> int:
+def executed_casts(step: BenchmarkStep) -> int:
     """Cast ops in the graph TensorFlow actually executes for one step (after grappler's rewrites)."""
     options = tf.compat.v1.RunOptions(output_partition_graphs=True)
     metadata = tf.compat.v1.RunMetadata()

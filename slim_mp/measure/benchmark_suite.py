@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from nets import nets_factory
-from slim_mp.measure import benchmark_step as benchmarking
+from slim_mp.measure import benchmark_step
 from slim_mp.measure import peak_memory
 from slim_mp.devices import DeviceInfo, PrecisionSupport, native_precisions, precision_support
 from slim_mp.precision import resolve_precision, short_name
@@ -26,7 +26,7 @@ Progress = Callable[[str], None]
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One timed configuration: a ``benchmarking.CONFIGS`` entry at one precision."""
+    """One timed configuration: a ``benchmark_step.CONFIGS`` entry at one precision."""
 
     config: str
     precision: str
@@ -144,10 +144,10 @@ def _measure_memory(model: str, variants: Sequence[Variant], settings: Settings,
 
 
 def _build_steps(model: str, variants: Sequence[Variant], settings: Settings,
-                 progress: Progress) -> Dict[str, benchmarking.TrainStep]:
+                 progress: Progress) -> Dict[str, benchmark_step.BenchmarkStep]:
     steps = {}
     for variant in variants:
-        steps[variant.label] = benchmarking.build_train_step(
+        steps[variant.label] = benchmark_step.build_benchmark_step(
             variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size)
         progress(f"[{model}] {variant.label}: built")
     return steps
@@ -159,8 +159,8 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
     """Interleaved timing of all ``variants`` of ``model``, joined with their ``memory`` measurements by label."""
     steps = _build_steps(model, variants, settings, progress)
     try:
-        casts = {label: benchmarking.executed_casts(step) for label, step in steps.items()}
-        times = benchmarking.interleaved_times(
+        casts = {label: benchmark_step.executed_casts(step) for label, step in steps.items()}
+        times = benchmark_step.interleaved_times(
             {label: step.session.make_callable(step.train_op) for label, step in steps.items()},
             settings.rounds, settings.warmup, progress=lambda line: progress(f"[{model}] {line}"))
     finally:
@@ -174,7 +174,7 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
             model=model, label=label, config=variant.config, precision=variant.precision,
             native=variant.config == BASELINE or support[variant.precision].native,
             median_seconds=median, images_per_second=settings.batch_size / median,
-            speedup_vs_float32=benchmarking.paired_ratio(times, BASELINE, label),
+            speedup_vs_float32=benchmark_step.paired_ratio(times, BASELINE, label),
             step_seconds=tuple(times[label]), casts_executed=casts[label],
             casts_in_graph=steps[label].graph_casts, pass_seconds=steps[label].pass_seconds,
             peak_memory_bytes=memory[label].peak_bytes, baseline_memory_bytes=memory[label].baseline_bytes,

@@ -12,20 +12,20 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Tuple
 
-import tensorflow as tf
 from absl import logging
 
 from slim_mp.datasets import DatasetSpec, get_dataset
+from slim_mp.devices import device_type, emulation_warning
+from slim_mp.precision import precision_name
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
+from slim_mp.training.loop import train
 from slim_mp.training.model_setup import check_model_name, prepare_output_dir
 from slim_mp.training.optimizers import OptimizerSettings
 from slim_mp.training.precision_flags import PrecisionOptions
 from slim_mp.training.train_config import TrainConfig
-from slim_mp.training.loop import train
 
 REFERENCE_PRECISION = "float32"
-MIXED_PRECISIONS = ("bfloat16", "float16")
 EVAL_SPLIT_CANDIDATES = ("test", "validation")
 END_LEARNING_RATE_FRACTION = 0.01
 MOMENTUM = 0.9
@@ -55,6 +55,13 @@ class ParityConfig:
     log_every_n_steps: int = 100
     preprocessing_name: Optional[str] = None
     eval_split_name: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        try:
+            canonical = precision_name(self.precision)
+        except ValueError as error:
+            raise ValueError(f"--precision: {error} (the float32 reference runs are always made).") from error
+        object.__setattr__(self, "precision", canonical)
 
     @property
     def precisions(self) -> Tuple[str, str]:
@@ -164,9 +171,6 @@ def eval_split(config: ParityConfig) -> str:
 
 def check_parity_config(config: ParityConfig) -> Tuple[DatasetSpec, str]:
     """Raise ValueError naming the flag at fault before any training starts; return the train set and eval split."""
-    if config.precision not in MIXED_PRECISIONS:
-        raise ValueError(f"--precision={config.precision!r} is not a mixed precision; use one of "
-                         f"{', '.join(MIXED_PRECISIONS)} (the float32 reference runs are always made).")
     check_model_name(config.model_name)
     for flag in ("steps", "batch_size", "log_every_n_steps", "learning_rate"):
         _check_positive(flag, getattr(config, flag))
@@ -262,9 +266,9 @@ def train_and_evaluate(config: ParityConfig, train_set: DatasetSpec, split_name:
 
 def _warn_if_float16_on_cpu(config: ParityConfig) -> None:
     """Log a warning when float16 is asked for on a machine without a GPU: CPU float16 kernels are slow."""
-    if config.precision == "float16" and not tf.config.list_physical_devices("GPU"):
-        logging.warning("--precision=float16 on a machine without a GPU runs slow CPU float16 kernels; "
-                        "expect long runs (bfloat16 is the CPU's mixed precision).")
+    emulated = emulation_warning(config.precision, device_type())
+    if emulated:
+        logging.warning("--precision=%s: %s Expect long runs.", config.precision, emulated)
 
 
 def run_parity(config: ParityConfig, print_line: PrintLine = print) -> ParityResult:

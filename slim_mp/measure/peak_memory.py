@@ -1,7 +1,7 @@
 """Peak memory of one benchmark configuration, measured in a fresh subprocess of its own.
 
 A process's peak never goes down, so each configuration gets its own interpreter: it builds the
-train step (``slim_mp.measure.benchmark_step.build_train_step``), runs a few steps and reports its peak. On a
+train step (``slim_mp.measure.benchmark_step.build_benchmark_step``), runs a few steps and reports its peak. On a
 CPU that is the peak resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``), with the
 peak after importing TensorFlow as the baseline; on a GPU it is TensorFlow's allocator peak on
 ``GPU:0`` (``tf.config.experimental.get_memory_info``), with the bytes in use before building
@@ -21,7 +21,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from slim_mp.measure import benchmark_step as benchmarking
+from slim_mp.measure import benchmark_step
 from slim_mp.devices import device_type
 
 _RESULT_PREFIX = "peak_memory_result="
@@ -69,7 +69,7 @@ def measure_here(request: MemoryRequest) -> MemoryMeasurement:
     else:
         baseline = _max_rss_bytes()
     precision = tf.as_dtype(request.precision)
-    step = benchmarking.build_train_step(request.config, request.model_name, precision,
+    step = benchmark_step.build_benchmark_step(request.config, request.model_name, precision,
                                          request.batch_size, request.image_size)
     for _ in range(request.steps):
         step.session.run(step.train_op)

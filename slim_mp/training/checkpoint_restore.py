@@ -17,7 +17,7 @@ from slim_mp.training.scopes import in_scopes
 
 InitFn = Callable[[tf.compat.v1.Session], None]
 
-NAMES_SHOWN = 10
+VARIABLES_LISTED = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +66,9 @@ def variables_to_restore(exclude_scopes: Sequence[str] = ()) -> List[tf.Variable
 
 
 def _listing(items: Sequence[str]) -> str:
-    """Join the first ``NAMES_SHOWN`` items, saying how many more there are."""
-    more = f" and {len(items) - NAMES_SHOWN} more" if len(items) > NAMES_SHOWN else ""
-    return "; ".join(items[:NAMES_SHOWN]) + more
+    """Join the first ``VARIABLES_LISTED`` items, saying how many more there are."""
+    more = f" and {len(items) - VARIABLES_LISTED} more" if len(items) > VARIABLES_LISTED else ""
+    return "; ".join(items[:VARIABLES_LISTED]) + more
 
 
 def _castable(stored: tf.DType, wanted: tf.DType) -> bool:

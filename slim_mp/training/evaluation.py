@@ -14,7 +14,7 @@ from slim_mp.training.checkpoint_restore import resolve_checkpoint
 from slim_mp.datasets import get_dataset
 from slim_mp.training.input_pipeline import InputOptions, next_batch
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
-from slim_mp.training.precision_flags import PrecisionOptions, write_reports
+from slim_mp.training.precision_flags import PrecisionOptions, write_rewrite_reports
 from slim_mp.graph_pass.rewrite import rewrite
 
 tf1 = tf.compat.v1
@@ -79,7 +79,7 @@ def _build(config: EvalConfig) -> _EvalGraph:
             report = rewrite(logits, config.precision_options.precision, **config.precision_options.rewrite_options())
             logging.info("%s", report.summary())
             if config.precision_options.mp_report:
-                write_reports([report], config.precision_options.mp_report)
+                write_rewrite_reports([report], config.precision_options.mp_report)
             logits = report.remap(logits)
         logits = tf.cast(logits, tf.float32)
         outputs = {

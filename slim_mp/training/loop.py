@@ -14,7 +14,7 @@ from absl import logging
 from slim_mp.training.checkpoint_io import atomic_save
 from slim_mp.distribute.cluster import session_target
 from slim_mp.training.model_setup import prepare_output_dir
-from slim_mp.training.precision_flags import write_reports
+from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.training.progress import Throughput, format_progress
 from slim_mp.training.session_start import SessionInit, start_session
 from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
@@ -79,7 +79,7 @@ def train(config: TrainConfig, print_line: Callable[[str], None] = print,
     for report in reports:
         logging.info("%s", report.summary())
     if config.precision_options.mp_report and layout.is_chief:
-        write_reports(reports, config.precision_options.mp_report)
+        write_rewrite_reports(reports, config.precision_options.mp_report)
     with built.graph.as_default():
         started = start_session(
             built.session_ops, layout.is_chief, target,

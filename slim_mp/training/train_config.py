@@ -8,7 +8,7 @@ from slim_mp.distribute.cluster import ClusterLayout, make_cluster_layout
 from slim_mp.training.fault_injection import check_fault_steps
 from slim_mp.training.learning_rate import LearningRateSettings, check_decay_type
 from slim_mp.training.optimizers import OptimizerSettings, check_optimizer_name
-from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions, check_precision
+from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +84,6 @@ def check_train_config(config: TrainConfig) -> None:
     """Raise ValueError naming the flag for options that are unsupported or out of range, before any work."""
     _check_replication(config)
     check_fault_steps(config.fault_nonfinite_steps)
-    check_precision(config.precision_options.precision)
     check_optimizer_name(config.optimizer_settings.optimizer)
     check_decay_type(config.learning_rate_settings.learning_rate_decay_type)
     for flag, value in (("log_every_n_steps", config.log_every_n_steps), ("batch_size", config.batch_size)):

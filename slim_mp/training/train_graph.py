@@ -21,7 +21,6 @@ from slim_mp.training.learning_rate import make_learning_rate
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.training.model_setup import input_size, network_and_preprocessing
 from slim_mp.training.optimizers import make_optimizer
-from slim_mp.training.precision_flags import make_manager
 from slim_mp.training.scopes import in_scopes, parse_scopes
 from slim_mp.training.session_start import SessionOps, make_session_ops
 from slim_mp.training.train_config import TrainConfig
@@ -142,7 +141,7 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor) -> tf1.train.Optim
     if not precision.mixed:
         return optimizer
     return enable_mixed_precision(
-        optimizer, precision.precision, loss_scale=make_manager(config.loss_scale_options, precision.precision),
+        optimizer, precision.precision, loss_scale=config.loss_scale_options.manager(precision.precision),
         count_skipped_steps=config.sync_replicas,
         device_type="CPU" if config.clone_on_cpu else None,
         **precision.rewrite_options(),
