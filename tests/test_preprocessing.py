@@ -361,6 +361,22 @@ def test_vgg_rounds_the_longer_side_half_to_even():
     assert shape.tolist() == [5, 12, 3]
 
 
+def test_uint8_pixels_enter_the_0_to_255_styles_exactly():
+    # Every uint8 value once; the resize is the identity (smaller side already 16), so the official
+    # cast-to-float gives exactly value - mean. Scaling through [0, 1] (x / 255 * 255) is off for 126 values.
+    image = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=-1)
+    with tf.Graph().as_default():
+        vgg, lenet = _evaluate(
+            [
+                vgg_preprocessing.preprocess_image(tf.constant(image), 16, 16, resize_side_min=16),
+                lenet_preprocessing.preprocess_image(tf.constant(image), 16, 16),
+            ]
+        )
+    pixels = image.astype(np.float32)
+    np.testing.assert_array_equal(vgg, pixels - MEAN_RGB)
+    np.testing.assert_array_equal(lenet, (pixels - np.float32(128.0)) / np.float32(128.0))
+
+
 def _resize_nodes(build) -> list:
     """Every resize node of the graph ``build(image)`` makes, including those inside control-flow functions."""
     with tf.Graph().as_default() as graph:

@@ -37,10 +37,13 @@ def to_float_rgb(image: tf.Tensor, max_value: float) -> tf.Tensor:
         raise ValueError(f"image has {channels} channels; pass a grayscale (1) or RGB (3) image.")
     if not (image.dtype.is_integer or image.dtype.is_floating):
         raise TypeError(f"image has dtype {image.dtype.name}; pass an integer (e.g. uint8) or float image.")
-    image = tf.image.convert_image_dtype(image, tf.float32)
-    if channels == 1:
-        image = tf.image.grayscale_to_rgb(image)
-    return image * max_value if max_value != 1.0 else image
+    if image.dtype.is_integer and image.dtype.max == max_value:
+        # uint8 to 0..255: a plain cast, exact like the official code (x / 255 * 255 is not exact in float32).
+        image = tf.cast(image, tf.float32)
+    else:
+        image = tf.image.convert_image_dtype(image, tf.float32)
+        image = image * max_value if max_value != 1.0 else image
+    return tf.image.grayscale_to_rgb(image) if channels == 1 else image
 
 
 def resize_tf1(
