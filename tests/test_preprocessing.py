@@ -188,6 +188,22 @@ def test_factory_maps_networks_to_their_training_style(name, style):
     assert preprocessing_factory.PREPROCESSING_MODULES[name] is style
 
 
+def test_resnet_v2_defaults_to_inception_style_and_vgg_gives_the_official_mapping():
+    # The documented departure: the official factory maps resnet_v2_* to vgg, but the official
+    # checkpoints were trained with inception preprocessing; --preprocessing_name=vgg restores the former.
+    for depth in (50, 101, 152, 200):
+        assert preprocessing_factory.PREPROCESSING_MODULES[f"resnet_v2_{depth}"] is inception_preprocessing
+    image = _image(30, 40)
+    with tf.Graph().as_default():
+        by_name, official = _evaluate(
+            [
+                preprocessing_factory.get_preprocessing("vgg")(tf.constant(image), 24, 24),
+                vgg_preprocessing.preprocess_image(tf.constant(image), 24, 24),
+            ]
+        )
+    np.testing.assert_array_equal(by_name, official)
+
+
 def test_factory_unknown_name_lists_valid_names():
     with pytest.raises(ValueError) as error:
         preprocessing_factory.get_preprocessing("incepton")
