@@ -1,7 +1,9 @@
 """Preprocessing styles and their factory: shapes, dtypes, value ranges, grayscale handling, errors.
 
 Deterministic evaluation paths are compared with NumPy float32 references;
-random training paths are checked for shape, range and variation.
+random training paths are checked for shape, range and variation. Every
+resize is pinned to the official TF1 sampling grid by references computed
+from its formula (see the compatibility section below).
 """
 
 import numpy as np
