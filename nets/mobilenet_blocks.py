@@ -22,11 +22,19 @@ NetworkFn = Callable[..., Tuple[tf.Tensor, EndPoints]]
 DEFAULT_IMAGE_SIZE = 224
 SQUEEZE_FACTOR = 4
 ROUNDING_TOLERANCE = 0.9
+# The official MobileNet v3 squeeze-excite gate multiplies by this literal, not by exactly 1/6 (its
+# hard-swish does use 1/6). The pretrained checkpoints were trained with it, so the gate keeps it.
+SQUEEZE_EXCITE_GATE_SCALE = 0.16667
 
 
-def hard_sigmoid(inputs: tf.Tensor) -> tf.Tensor:
-    """``relu6(x + 3) / 6``: the piecewise-linear sigmoid of MobileNet v3, cheaper than the exponential one."""
-    return tf.nn.relu6(inputs + 3.0) * (1.0 / 6.0)
+def hard_sigmoid(inputs: tf.Tensor, scale: float = 1.0 / 6.0) -> tf.Tensor:
+    """``relu6(x + 3) * scale``: the piecewise-linear sigmoid of MobileNet v3, cheaper than the exponential one."""
+    return tf.nn.relu6(inputs + 3.0) * scale
+
+
+def squeeze_excite_gate(inputs: tf.Tensor) -> tf.Tensor:
+    """The official squeeze-excite gate, ``relu6(x + 3) * 0.16667``, so the v3 checkpoints give their logits."""
+    return hard_sigmoid(inputs, SQUEEZE_EXCITE_GATE_SCALE)
 
 
 def hard_swish(inputs: tf.Tensor) -> tf.Tensor:
@@ -114,7 +122,7 @@ def squeeze_excite(inputs: tf.Tensor, squeeze_factor: int = SQUEEZE_FACTOR, divi
     """Reweight the channels of ``inputs`` by a gate computed from their global average (scope ``squeeze_excite``).
 
     The gate is two 1x1 convolutions with biases: ReLU down to depth/``squeeze_factor``
-    (rounded with ``make_divisible``), then hard-sigmoid back to the input depth.
+    (rounded with ``make_divisible``), then ``squeeze_excite_gate`` back to the input depth.
     """
     depth = inputs.shape.as_list()[-1]
     with tf.compat.v1.variable_scope("squeeze_excite"):
@@ -127,7 +135,9 @@ def squeeze_excite(inputs: tf.Tensor, squeeze_factor: int = SQUEEZE_FACTOR, divi
             normalizer_fn=None,
             scope="Conv",
         )
-        gate = slim.conv2d(squeezed, depth, [1, 1], activation_fn=hard_sigmoid, normalizer_fn=None, scope="Conv_1")
+        gate = slim.conv2d(
+            squeezed, depth, [1, 1], activation_fn=squeeze_excite_gate, normalizer_fn=None, scope="Conv_1"
+        )
         return inputs * gate
 
 

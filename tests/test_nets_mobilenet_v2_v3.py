@@ -12,10 +12,12 @@ from nets import mobilenet_v2, mobilenet_v3
 from nets.mobilenet_blocks import (
     DepthRule,
     InvertedResidual,
+    SQUEEZE_EXCITE_GATE_SCALE,
     hard_sigmoid,
     hard_swish,
     inverted_residual,
     squeeze_excite,
+    squeeze_excite_gate,
 )
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
 from reference import assert_matches_reference, load_reference
@@ -47,6 +49,12 @@ WIDTH_VARIANTS = [
 
 SMALLEST_IMAGE_SIZE = 32  # total stride of every MobileNet body
 FLOAT32_TOLERANCE = 1e-5
+# The official squeeze-excite gate scale (a literal in the official code) and the exact 1/6 of its hard-swish,
+# as float32. They differ by 2e-5 relative: a saturated gate is 1.00002 instead of 1.
+OFFICIAL_GATE_SCALE = np.float32(0.16667)
+ONE_SIXTH = np.float32(1.0 / 6.0)
+# One float32 rounding per operation, relative: tight enough to tell the two scales apart.
+GATE_RTOL = 1e-6
 
 
 def _builder(name: str) -> Build:
@@ -160,24 +168,45 @@ def test_reuse_builds_a_second_tower_without_new_variables() -> None:
         assert len(tf.compat.v1.global_variables()) == count
 
 
-def test_hard_activations_match_float32_reference() -> None:
+def _relu6_plus_3(values: np.ndarray) -> np.ndarray:
+    return np.clip(values + np.float32(3.0), np.float32(0.0), np.float32(6.0))
+
+
+def test_hard_activations_use_exactly_one_sixth() -> None:
     values = np.linspace(-5.0, 5.0, 101, dtype=np.float32)
-    expected_sigmoid = np.clip(values + 3.0, 0.0, 6.0) / 6.0
+    expected_sigmoid = _relu6_plus_3(values) * ONE_SIXTH
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         sigmoid, swish = session.run([hard_sigmoid(tf.constant(values)), hard_swish(tf.constant(values))])
-    np.testing.assert_allclose(sigmoid, expected_sigmoid, atol=FLOAT32_TOLERANCE)
-    np.testing.assert_allclose(swish, values * expected_sigmoid, atol=FLOAT32_TOLERANCE)
+    np.testing.assert_allclose(sigmoid, expected_sigmoid, rtol=GATE_RTOL, atol=0)
+    np.testing.assert_allclose(swish, values * expected_sigmoid, rtol=GATE_RTOL, atol=0)
 
 
-def test_squeeze_excite_matches_float32_reference() -> None:
+def test_squeeze_excite_gate_uses_the_official_constant() -> None:
+    values = np.linspace(-5.0, 5.0, 101, dtype=np.float32)  # covers both flat parts and the ramp
+    expected = _relu6_plus_3(values) * OFFICIAL_GATE_SCALE
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        gate = session.run(squeeze_excite_gate(tf.constant(values)))
+    assert SQUEEZE_EXCITE_GATE_SCALE == 0.16667
+    np.testing.assert_allclose(gate, expected, rtol=GATE_RTOL, atol=0)
+    # Setup guard: the exact-1/6 gate misses this reference by far more than the tolerance.
+    one_sixth_gate = _relu6_plus_3(values) * ONE_SIXTH
+    assert np.abs(one_sixth_gate - expected).max() > 10 * GATE_RTOL * np.abs(expected).max()
+
+
+@pytest.mark.parametrize("saturate", [False, True], ids=["random-gate", "saturated-gate"])
+def test_squeeze_excite_matches_float32_reference(saturate: bool) -> None:
+    """The block's output against NumPy; a saturated gate (bias 10) scales every input by 6 * 0.16667."""
     inputs = np.random.default_rng(1).normal(size=(2, 4, 4, 24)).astype(np.float32)
     with tf.Graph().as_default():
         with slim.arg_scope([slim.conv2d], biases_initializer=tf.compat.v1.random_normal_initializer(seed=3)):
             output = squeeze_excite(tf.constant(inputs))
+        variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            variables = tf.compat.v1.global_variables()
-            weights = dict(zip([v.op.name for v in variables], session.run(variables)))
+            if saturate:
+                gate_biases = variables["squeeze_excite/Conv_1/biases"]
+                session.run(gate_biases.assign(tf.fill(tf.shape(gate_biases), 10.0)))
+            weights = session.run(variables)
             actual = session.run(output)
     assert weights["squeeze_excite/Conv/weights"].shape == (1, 1, 24, 8)  # 24 / 4 rounded up to a multiple of 8
     pooled = inputs.mean(axis=(1, 2))
@@ -185,8 +214,45 @@ def test_squeeze_excite_matches_float32_reference() -> None:
     excite = "squeeze_excite/Conv_1/"
     hidden = np.maximum(pooled @ weights[squeeze + "weights"][0, 0] + weights[squeeze + "biases"], 0.0)
     gate_logits = hidden @ weights[excite + "weights"][0, 0] + weights[excite + "biases"]
-    gate = np.clip(gate_logits + 3.0, 0.0, 6.0) / 6.0
-    np.testing.assert_allclose(actual, inputs * gate[:, None, None, :], atol=FLOAT32_TOLERANCE)
+    expected = inputs * (_relu6_plus_3(gate_logits) * OFFICIAL_GATE_SCALE)[:, None, None, :]
+    np.testing.assert_allclose(actual, expected, rtol=GATE_RTOL, atol=GATE_RTOL)
+    if saturate:
+        assert (gate_logits >= 3.0).all()  # setup guard: the gate sits on its upper flat part
+        np.testing.assert_allclose(actual, inputs * (np.float32(6.0) * OFFICIAL_GATE_SCALE), rtol=GATE_RTOL, atol=0)
+        assert not np.allclose(actual, inputs, rtol=GATE_RTOL, atol=GATE_RTOL)  # what an exact 1/6 would give
+
+
+def _hard_sigmoid_scales(name: str) -> Dict[str, list]:
+    """The scalar constant of every ``relu6(...) * constant`` in the graph of network ``name``.
+
+    Keyed ``"gate"`` for squeeze-excite gates (scope ``.../squeeze_excite/Conv_1``) and ``"other"`` for the rest
+    (the hard-swish activations).
+    """
+    scales: Dict[str, list] = {"gate": [], "other": []}
+    with tf.Graph().as_default() as graph:
+        images = tf.compat.v1.placeholder(tf.float32, [1, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3])
+        _builder(name)(images, 5)
+    for op in graph.get_operations():
+        operand_types = [operand.op.type for operand in op.inputs]
+        if op.type != "Mul" or sorted(operand_types) != ["Const", "Relu6"]:
+            continue
+        constant = op.inputs[operand_types.index("Const")].op
+        key = "gate" if "/squeeze_excite/Conv_1/" in op.name else "other"
+        scales[key].append(tf.make_ndarray(constant.get_attr("value")).item())
+    return scales
+
+
+# Minimalistic stands for the variants without squeeze-excite (EdgeTPU has none either, but is slower to build).
+@pytest.mark.parametrize("name", ["mobilenet_v3_small", "mobilenet_v3_large", "mobilenet_v3_small_minimalistic"])
+def test_network_graph_gates_every_squeeze_excite_with_the_official_constant(name: str) -> None:
+    blocks = [
+        var_name
+        for var_name, _, _ in load_reference()[name]["model_variables"]
+        if var_name.endswith("/squeeze_excite/Conv_1/weights")
+    ]
+    scales = _hard_sigmoid_scales(name)
+    assert scales["gate"] == [OFFICIAL_GATE_SCALE] * len(blocks)
+    assert set(scales["other"]) <= {ONE_SIXTH}  # hard-swish keeps exactly 1/6
 
 
 @pytest.mark.parametrize("residual", [True, False])

@@ -5,9 +5,16 @@ channels. Integer images use their dtype's full range (uint8: 0..255); float
 images are taken to lie in [0, 1], TensorFlow's convention for float images.
 Single-channel images are repeated to RGB, because every network of the zoo
 takes three channels unless ``use_grayscale`` asks for one.
+
+Resizing uses TF1 sampling (``resize_tf1``), as the official TF-Slim
+preprocessing did when the pretrained checkpoints were trained and evaluated.
 """
 
+from typing import Sequence, Union
+
 import tensorflow as tf
+
+ResizeMethodV1 = tf.compat.v1.image.ResizeMethod
 
 
 def check_output_size(output_height: int, output_width: int) -> None:
@@ -30,10 +37,26 @@ def to_float_rgb(image: tf.Tensor, max_value: float) -> tf.Tensor:
         raise ValueError(f"image has {channels} channels; pass a grayscale (1) or RGB (3) image.")
     if not (image.dtype.is_integer or image.dtype.is_floating):
         raise TypeError(f"image has dtype {image.dtype.name}; pass an integer (e.g. uint8) or float image.")
-    image = tf.image.convert_image_dtype(image, tf.float32)
-    if channels == 1:
-        image = tf.image.grayscale_to_rgb(image)
-    return image * max_value if max_value != 1.0 else image
+    if image.dtype.is_integer and image.dtype.max == max_value:
+        # uint8 to 0..255: a plain cast, exact like the official code (x / 255 * 255 is not exact in float32).
+        image = tf.cast(image, tf.float32)
+    else:
+        image = tf.image.convert_image_dtype(image, tf.float32)
+        image = image * max_value if max_value != 1.0 else image
+    return tf.image.grayscale_to_rgb(image) if channels == 1 else image
+
+
+def resize_tf1(
+    image: tf.Tensor, size: Union[Sequence[int], tf.Tensor], method: int = ResizeMethodV1.BILINEAR
+) -> tf.Tensor:
+    """Resize ``image`` to ``size`` ([height, width]) with TF1 sampling, as the official preprocessing does.
+
+    Output pixel ``i`` samples the input at ``i * in_size / out_size`` (no
+    half-pixel offset, corners not aligned). TF2's ``tf.image.resize`` uses
+    half-pixel centres instead, which shifts the image by up to half an input
+    pixel and changes the logits of the pretrained checkpoints.
+    """
+    return tf.compat.v1.image.resize(image, size, method=method, align_corners=False)
 
 
 def maybe_grayscale(image: tf.Tensor, use_grayscale: bool) -> tf.Tensor:

@@ -8,6 +8,9 @@ the image (87.5% by default), resized to the output size.
 ``fast_mode`` (the default) keeps training cheap: bilinear resizing only and a
 fixed brightness-then-saturation jitter; without it the resize method and the
 order of brightness, saturation, hue and contrast jitter are drawn per image.
+
+Every resize uses TF1 sampling (``image_utils.resize_tf1``), like the official
+code the checkpoints were trained and evaluated with.
 """
 
 import functools
@@ -15,7 +18,13 @@ from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 
-from nets.preprocessing.image_utils import check_output_size, maybe_grayscale, to_float_rgb
+from nets.preprocessing.image_utils import (
+    ResizeMethodV1,
+    check_output_size,
+    maybe_grayscale,
+    resize_tf1,
+    to_float_rgb,
+)
 
 CENTRAL_FRACTION = 0.875
 MIN_OBJECT_COVERED = 0.1
@@ -24,10 +33,10 @@ AREA_RANGE = (0.05, 1.0)
 MAX_CROP_ATTEMPTS = 100
 
 RESIZE_METHODS = (
-    tf.image.ResizeMethod.BILINEAR,
-    tf.image.ResizeMethod.NEAREST_NEIGHBOR,
-    tf.image.ResizeMethod.BICUBIC,
-    tf.image.ResizeMethod.AREA,
+    ResizeMethodV1.BILINEAR,
+    ResizeMethodV1.NEAREST_NEIGHBOR,
+    ResizeMethodV1.BICUBIC,
+    ResizeMethodV1.AREA,
 )
 
 COLOR_JITTERS = {
@@ -88,6 +97,16 @@ def distorted_crop(image: tf.Tensor, bbox: Optional[tf.Tensor] = None) -> tf.Ten
     return tf.slice(image, begin, size)
 
 
+def random_resize(image: tf.Tensor, output_height: int, output_width: int, fast_mode: bool = True) -> tf.Tensor:
+    """Resize to the output size, ignoring the aspect ratio: bilinear in ``fast_mode``, else a per-image method."""
+    methods = RESIZE_METHODS[:1] if fast_mode else RESIZE_METHODS
+    size = [output_height, output_width]
+    resizers = [functools.partial(resize_tf1, size=size, method=method) for method in methods]
+    image = _apply_one_at_random(image, resizers)
+    image.set_shape([output_height, output_width, 3])
+    return image
+
+
 def preprocess_for_train(
     image: tf.Tensor,
     output_height: int,
@@ -98,12 +117,7 @@ def preprocess_for_train(
 ) -> tf.Tensor:
     """Random crop, resize, flip and colour jitter; returns float32 values in [-1, 1]."""
     image = distorted_crop(to_float_rgb(image, 1.0), bbox)
-    methods = RESIZE_METHODS[:1] if fast_mode else RESIZE_METHODS
-    resizers = [
-        functools.partial(tf.image.resize, size=[output_height, output_width], method=method) for method in methods
-    ]
-    image = _apply_one_at_random(image, resizers)
-    image.set_shape([output_height, output_width, 3])
+    image = random_resize(image, output_height, output_width, fast_mode)
     image = tf.image.random_flip_left_right(image)
     image = distort_color(image, fast_mode)
     return _to_signed_unit_range(maybe_grayscale(image, use_grayscale))
@@ -120,7 +134,7 @@ def preprocess_for_eval(
     image = to_float_rgb(image, 1.0)
     if central_fraction:
         image = tf.image.central_crop(image, central_fraction)
-    image = tf.image.resize(image, [output_height, output_width], method=tf.image.ResizeMethod.BILINEAR)
+    image = resize_tf1(image, [output_height, output_width])
     image.set_shape([output_height, output_width, 3])
     return _to_signed_unit_range(maybe_grayscale(image, use_grayscale))
 

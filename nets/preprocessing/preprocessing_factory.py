@@ -5,6 +5,11 @@ NASNet/PNASNet and ResNet v2 checkpoints; VGG-style (mean-pixel subtraction)
 serves VGG, ResNet v1 and the other 0..255 ImageNet nets; CifarNet and LeNet
 have their own. NASNet-CIFAR, trained on CIFAR-10 like CifarNet, uses the
 CifarNet style.
+
+ResNet v2 is the one departure from the official factory, which maps it to
+VGG style: the official ResNet v2 checkpoints were trained with Inception
+preprocessing at 299 px, so that is the default here. The name ``"vgg"``
+(``--preprocessing_name=vgg``) gives the official factory's choice.
 """
 
 import difflib

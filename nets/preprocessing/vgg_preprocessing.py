@@ -9,7 +9,7 @@ as the VGG and ResNet v1 checkpoints expect.
 
 import tensorflow as tf
 
-from nets.preprocessing.image_utils import check_output_size, maybe_grayscale, to_float_rgb
+from nets.preprocessing.image_utils import check_output_size, maybe_grayscale, resize_tf1, to_float_rgb
 
 MEAN_RGB = (123.68, 116.78, 103.94)
 RESIZE_SIDE_MIN = 256
@@ -17,11 +17,14 @@ RESIZE_SIDE_MAX = 512
 
 
 def resize_smaller_side(image: tf.Tensor, smaller_side: tf.Tensor) -> tf.Tensor:
-    """Bilinearly resize so that the smaller side has ``smaller_side`` pixels, keeping the aspect ratio."""
+    """Bilinearly resize (TF1 sampling) so the smaller side has ``smaller_side`` pixels, keeping the aspect ratio.
+
+    The other side is rounded half to even, as in the official code.
+    """
     size = tf.cast(tf.shape(image)[:2], tf.float32)
     scale = tf.cast(smaller_side, tf.float32) / tf.reduce_min(size)
     new_size = tf.cast(tf.round(size * scale), tf.int32)
-    return tf.image.resize(image, new_size, method=tf.image.ResizeMethod.BILINEAR)
+    return resize_tf1(image, new_size)
 
 
 def central_crop(image: tf.Tensor, height: int, width: int) -> tf.Tensor:
