@@ -38,8 +38,11 @@ def squeeze_excite_gate(inputs: tf.Tensor) -> tf.Tensor:
 
 
 def hard_swish(inputs: tf.Tensor) -> tf.Tensor:
-    """``x * hard_sigmoid(x)``, the MobileNet v3 replacement for swish."""
-    return inputs * hard_sigmoid(inputs)
+    """``x * relu6(x + 3) * (1/6)``, the MobileNet v3 replacement for swish.
+
+    Multiplied in the official order (``x * relu6`` first, then 1/6), so float32 rounding matches it too.
+    """
+    return inputs * tf.nn.relu6(inputs + 3.0) * (1.0 / 6.0)
 
 
 def make_divisible(value: float, divisor: int = 8, min_value: Optional[int] = None) -> int:

@@ -178,7 +178,8 @@ def test_hard_activations_use_exactly_one_sixth() -> None:
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         sigmoid, swish = session.run([hard_sigmoid(tf.constant(values)), hard_swish(tf.constant(values))])
     np.testing.assert_allclose(sigmoid, expected_sigmoid, rtol=GATE_RTOL, atol=0)
-    np.testing.assert_allclose(swish, values * expected_sigmoid, rtol=GATE_RTOL, atol=0)
+    # The official order, (x * relu6(x + 3)) * (1/6), to the bit.
+    np.testing.assert_array_equal(swish, (values * _relu6_plus_3(values)) * ONE_SIXTH)
 
 
 def test_squeeze_excite_gate_uses_the_official_constant() -> None:
