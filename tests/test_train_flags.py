@@ -1,10 +1,12 @@
 """The scripts' flags: the original TF-Slim names and defaults, new precision flags, help on every field, configs."""
 
 import dataclasses
+from typing import Tuple
 
 import pytest
 from absl import flags
 
+from slim_mp.config_fields import option
 from slim_mp.distribute.cluster import ParameterServerConfig
 from slim_mp.measure.parity import ParityConfig
 from slim_mp.training import cli
@@ -113,3 +115,13 @@ def test_a_field_without_help_is_refused_when_its_flag_is_defined():
     with pytest.raises(TypeError, match=r"Nested\.undocumented_knob has no help text"):
         cli.define_flags(Outer)
     assert "undocumented_knob" not in cli.FLAGS
+
+
+def test_a_list_flag_default_holding_zero_round_trips(parse):
+    @dataclasses.dataclass(frozen=True)
+    class WithSeeds:  # like ParityConfig.seeds, whose default starts with seed 0
+        list_flag_test_seeds: Tuple[int, ...] = option((0, 1, 2), "Seeds of this test.")
+
+    cli.define_flags(WithSeeds)
+    parse()
+    assert cli.config_from_flags(WithSeeds) == WithSeeds()
