@@ -9,29 +9,24 @@ natively are measured; name emulated ones with --precisions to measure them too.
 DIR/benchmark.json, DIR/benchmark.md and DIR/benchmark.png (speed-ups vs float32).
 """
 
-import os
-import sys
+from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from absl import flags as absl_flags  # noqa: E402
-
-from slim_mp.measure import benchmark_report, benchmark_suite  # noqa: E402
-from slim_mp.training import cli as flags  # noqa: E402
-from slim_mp.devices import detect_device, precision_support  # noqa: E402
+from slim_mp.devices import detect_device, precision_support
+from slim_mp.measure import benchmark_report, benchmark_suite
+from slim_mp.training import cli
 
 DEFAULT_MODELS = ["resnet_v1_50", "inception_v3", "mobilenet_v1", "vgg_16", "resnet_v1_18"]
 
-absl_flags.DEFINE_list("models", DEFAULT_MODELS, "Comma-separated network names of nets/nets_factory.py.")
-absl_flags.DEFINE_list("precisions", [], "bfloat16 and/or float16; unset means those the device runs natively.")
-absl_flags.DEFINE_integer("batch_size", 32, "Images per train step.")
-absl_flags.DEFINE_integer("image_size", None, "Input height and width; unset means each network's default.")
-absl_flags.DEFINE_integer("rounds", 10, "Timed steps per configuration (interleaved rounds).")
-absl_flags.DEFINE_integer("warmup", 3, "Untimed steps per configuration before timing.")
-absl_flags.DEFINE_integer("memory_steps", 3, "Steps each peak-memory subprocess runs.")
-absl_flags.DEFINE_string("output_dir", None, "Folder for benchmark.json, benchmark.md and benchmark.png.")
-absl_flags.mark_flag_as_required("output_dir")
-FLAGS = absl_flags.FLAGS
+flags.DEFINE_list("models", DEFAULT_MODELS, "Comma-separated network names of nets/nets_factory.py.")
+flags.DEFINE_list("precisions", [], "bfloat16 and/or float16; unset means those the device runs natively.")
+flags.DEFINE_integer("batch_size", 32, "Images per train step.")
+flags.DEFINE_integer("image_size", None, "Input height and width; unset means each network's default.")
+flags.DEFINE_integer("rounds", 10, "Timed steps per configuration (interleaved rounds).")
+flags.DEFINE_integer("warmup", 3, "Untimed steps per configuration before timing.")
+flags.DEFINE_integer("memory_steps", 3, "Steps each peak-memory subprocess runs.")
+flags.DEFINE_string("output_dir", None, "Folder for benchmark.json, benchmark.md and benchmark.png.")
+flags.mark_flag_as_required("output_dir")
+FLAGS = flags.FLAGS
 
 
 def progress(line: str) -> None:
@@ -56,4 +51,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    cli.run(main)

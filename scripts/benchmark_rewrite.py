@@ -8,17 +8,14 @@ custom getter), with the same cross-entropy loss, as the fastest a graph pass co
 """
 
 import json
-import os
 import statistics
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-
-from slim_mp import devices  # noqa: E402
-from slim_mp.measure import benchmark_step  # noqa: E402
-from slim_mp.precision import resolve_precision  # noqa: E402
+from slim_mp import devices
+from slim_mp.measure import benchmark_step
+from slim_mp.precision import resolve_precision
+from slim_mp.training import cli
 
 flags.DEFINE_string("model_name", "resnet_v1_50", "Network name of nets_factory.")
 flags.DEFINE_string("precision", "bfloat16", "float16 or bfloat16.")
@@ -31,8 +28,8 @@ flags.DEFINE_string("output_json", None, "Also write the results as JSON here.")
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-    del argv
+def main() -> None:
+    """Build every configuration, time them interleaved and print (and optionally write) the table."""
     precision = resolve_precision(FLAGS.precision)
     device = devices.device_type()
     print(f"model={FLAGS.model_name} precision={precision.name} batch={FLAGS.batch_size} device={device} "
@@ -71,4 +68,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -5,14 +5,13 @@
 
 ``photos/`` holds one sub-folder per class with JPEG/PNG files. Prints the
 classes, images per split and skipped files; on bad input prints one error
-line and exits with status 1.
+line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
-import sys
-
-from absl import app, flags
+from absl import flags
 
 from slim_mp.datasets.image_folder import ConversionSummary, convert_image_folder
+from slim_mp.training import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_dir", None, "Folder with one sub-folder of JPEG/PNG images per class.")
@@ -35,17 +34,20 @@ def format_summary(summary: ConversionSummary) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        sys.exit(f"error: unexpected arguments {argv[1:]}; pass everything as --flags.")
+def main() -> None:
+    """Convert --input_dir into --output_dir and print the summary."""
     try:
         summary = convert_image_folder(
             FLAGS.input_dir, FLAGS.output_dir, FLAGS.validation_fraction, FLAGS.seed, FLAGS.num_shards
         )
-    except (ValueError, OSError) as error:
-        sys.exit(f"error: {error}")
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        raise ValueError(
+            f"cannot convert --input_dir={FLAGS.input_dir} into --output_dir={FLAGS.output_dir}: "
+            f"{error.strerror or type(error).__name__}{where}; check that both folders are readable and writable."
+        ) from error
     print(format_summary(summary))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -9,17 +9,21 @@ are comparable; shorter runs are noticeably noisier.
 Outputs (checkpoints, TensorBoard events, metrics, the rewrite report) go under ``runs/demo/``.
 
     python scripts/demo.py [--steps 1600] [--output_dir runs/demo]
+
+Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
-import argparse
 import dataclasses
 import os
 import shutil
 import time
-from typing import List, Tuple
+from typing import List
+
+from absl import flags
 
 from slim_mp.datasets import get_dataset
 from slim_mp.devices import detect_device, preferred_low_precision
+from slim_mp.training import cli
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
 from slim_mp.training.loop import train
@@ -33,6 +37,10 @@ MODEL = "resnet_v1_18"
 IMAGE_SIZE = 32
 BATCH_SIZE = 32
 SEED = 0
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("steps", 1600, "Training steps of each run.", lower_bound=1)
+flags.DEFINE_string("output_dir", os.path.join(REPO_ROOT, "runs", "demo"), "Where the runs go.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,20 +113,9 @@ def format_table(rows: List[RunSummary]) -> str:
     return "\n".join(lines)
 
 
-def parse_args() -> Tuple[int, str]:
-    """Return (steps, output folder) from the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1600, help="training steps of each run")
-    parser.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "runs", "demo"), help="where runs go")
-    args = parser.parse_args()
-    if args.steps < 1:
-        parser.error(f"--steps={args.steps} must be at least 1; pass e.g. --steps 1600.")
-    return args.steps, args.output_dir
-
-
 def main() -> None:
     """Run both precisions and print the table."""
-    steps, output_dir = parse_args()
+    steps, output_dir = FLAGS.steps, FLAGS.output_dir
     started = time.perf_counter()
     rows = [run_one(precision, steps, output_dir) for precision in ("float32", preferred_low_precision(detect_device()))]
     print(f"\n{MODEL} on fashion_mnist ({IMAGE_SIZE}x{IMAGE_SIZE}, batch {BATCH_SIZE}, {steps} steps, seed {SEED})")
@@ -127,4 +124,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -5,24 +5,19 @@
 
 Every example of the split is counted exactly once (the last partial batch included).
 The flags are those of TF-Slim's original ``eval_image_classifier.py`` plus ``--precision``.
+Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
-from slim_mp.training import cli as flags
+from slim_mp.training import cli
 from slim_mp.training.evaluation import EvalConfig, evaluate
 
-flags.define_flags(
-    EvalConfig,
-    help_overrides={
-        "checkpoint_path": "Checkpoint file, or folder whose latest checkpoint is evaluated.",
-        "batch_size": "The number of images in each evaluation batch.",
-    },
-)
+cli.define_flags(EvalConfig)
 
 
 def main() -> None:
     """Evaluate with the options given on the command line."""
-    evaluate(flags.config_from_flags(EvalConfig))
+    evaluate(cli.config_from_flags(EvalConfig))
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    cli.run(main)

@@ -14,16 +14,17 @@ import os
 import signal
 import sys
 
-from absl import flags as absl_flags
+from absl import flags
 
-from slim_mp.training import cli as flags
 from slim_mp.distribute.local_cluster import LocalCluster, check_train_args, python_command
+from slim_mp.training import cli
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 
-absl_flags.DEFINE_integer("num_ps", 1, "Number of parameter-server processes.")
-absl_flags.DEFINE_integer("num_workers", 2, "Number of worker processes (worker 0 is the chief).")
-absl_flags.DEFINE_float("timeout_secs", None, "Stop everything if the chief has not finished after this long.")
+flags.DEFINE_integer("num_ps", 1, "Number of parameter-server processes.")
+flags.DEFINE_integer("num_workers", 2, "Number of worker processes (worker 0 is the chief).")
+flags.DEFINE_float("timeout_secs", None, "Stop everything if the chief has not finished after this long.")
+FLAGS = flags.FLAGS
 
 
 def main(train_args: list) -> None:
@@ -35,12 +36,12 @@ def main(train_args: list) -> None:
     cluster = LocalCluster(
         python_command(os.path.join(SCRIPTS, "parameter_server.py")),
         python_command(os.path.join(SCRIPTS, "train_image_classifier.py"), train_args),
-        flags.FLAGS.num_ps, flags.FLAGS.num_workers,
+        FLAGS.num_ps, FLAGS.num_workers,
     )
     print(f"[launcher] ps {','.join(cluster.ps_hosts)}; workers {','.join(cluster.worker_hosts)}", flush=True)
     cluster.start()
     try:
-        code = cluster.wait_for_chief(flags.FLAGS.timeout_secs)
+        code = cluster.wait_for_chief(FLAGS.timeout_secs)
     except TimeoutError as error:
         raise ValueError(f"{error} Raise --timeout_secs or lower --max_number_of_steps.") from error
     how = f"status {code}" if code >= 0 else f"signal {-code}"
@@ -49,4 +50,4 @@ def main(train_args: list) -> None:
 
 
 if __name__ == "__main__":
-    flags.run(main, takes_arguments=True)
+    cli.run(main, takes_arguments=True)

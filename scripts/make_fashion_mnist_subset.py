@@ -11,9 +11,10 @@ flags always give byte-identical arrays.
 import os
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from slim_mp.datasets import fashion_mnist
+from slim_mp.training import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("source_dir", "/usr/share/datasets/fashion-mnist", "Folder with the original IDX files.")
@@ -34,8 +35,8 @@ def build_subset(source_dir: str, per_class: dict[str, int], seed: int) -> dict[
     return arrays
 
 
-def main(argv: list[str]) -> None:
-    del argv
+def main() -> None:
+    """Draw the subset and write it to --output."""
     per_class = {"train": FLAGS.train_per_class, "test": FLAGS.test_per_class}
     arrays = build_subset(FLAGS.source_dir, per_class, FLAGS.seed)
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
@@ -45,4 +46,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -3,19 +3,19 @@
     python scripts/parameter_server.py --ps_hosts=10.0.0.1:2222 --worker_hosts=10.0.0.2:2222,10.0.0.3:2222 --task=0
 
 It serves the shared variables until stopped. ``scripts/launch_local_cluster.py`` starts these for
-a cluster on one machine.
+a cluster on one machine. Bad input prints one ``error: ...`` line and exits with status 2.
 """
 
-from slim_mp.training import cli as flags
 from slim_mp.distribute.cluster import ParameterServerConfig, serve_parameter_server
+from slim_mp.training import cli
 
-flags.define_flags(ParameterServerConfig, {"task": "Index of this parameter server in --ps_hosts."})
+cli.define_flags(ParameterServerConfig)
 
 
 def main() -> None:
     """Serve until stopped."""
-    serve_parameter_server(flags.config_from_flags(ParameterServerConfig))
+    serve_parameter_server(cli.config_from_flags(ParameterServerConfig))
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    cli.run(main)

@@ -8,17 +8,17 @@ meaning; ``--precision``, ``--loss_scale*`` and ``--mp_*`` are new. Bad input pr
 ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
-from slim_mp.training import cli as flags
-from slim_mp.training.train_config import TrainConfig
+from slim_mp.training import cli
 from slim_mp.training.loop import train
+from slim_mp.training.train_config import TrainConfig
 
-flags.define_flags(TrainConfig)
+cli.define_flags(TrainConfig)
 
 
 def main() -> None:
     """Train with the options given on the command line."""
-    train(flags.config_from_flags(TrainConfig))
+    train(cli.config_from_flags(TrainConfig))
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    cli.run(main)

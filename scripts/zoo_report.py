@@ -7,19 +7,16 @@ inserted in the forward graph, casts in the whole train step (forward and backwa
 conv/matmul left in float32 (should be none).
 """
 
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
+import tensorflow as tf
+from absl import flags
 
-from absl import app, flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import slim_mp  # noqa: E402
-from nets import nets_factory  # noqa: E402
-from slim_mp.graph_pass.region import select_region  # noqa: E402
+import slim_mp
+from nets import nets_factory
+from slim_mp.graph_pass.region import select_region
+from slim_mp.training import cli
 
 flags.DEFINE_string("precision", "bfloat16", "float16 or bfloat16.")
 flags.DEFINE_list("names", [], "Networks to build (default: all).")
@@ -58,8 +55,8 @@ def network_row(name: str, precision: str) -> dict:
     }
 
 
-def main(argv):
-    del argv
+def main() -> None:
+    """Build each network, print its table row as it is done, and write the table to --output if given."""
     names = FLAGS.names or nets_factory.network_names()
     lines = [f"Precision: {FLAGS.precision}", "",
              "| network | params | image size | ops converted | casts (forward) | casts (train step) | "
@@ -79,4 +76,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

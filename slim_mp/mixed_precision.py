@@ -18,12 +18,30 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
     The rewrite runs once per loss tensor; its reports are kept in ``rewrite_reports``. Several
     losses that share a graph (model clones) are best rewritten together with ``rewrite_losses``
     before their gradients are taken: one pass, one report, and no clone rewritten after another's
-    backward pass exists.
+    backward pass exists. Build it with ``enable_mixed_precision``, which resolves the precision and
+    the loss-scale request.
     """
 
     def __init__(self, opt: tf.compat.v1.train.Optimizer, loss_scale_manager: LossScaleManager,
                  precision: tf.DType, rewrite_options: Dict[str, Any],
                  max_consecutive_skips_at_min: Optional[int] = 100, count_skipped_steps: bool = False) -> None:
+        """Wrap ``opt``; nothing is rewritten until gradients are computed.
+
+        Args:
+          opt: the ``tf.compat.v1.train.Optimizer`` that applies the updates.
+          loss_scale_manager: supplies and updates the loss scale.
+          precision: ``tf.float16`` or ``tf.bfloat16``, the dtype the graph pass converts to.
+          rewrite_options: keyword arguments of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...);
+            they are checked when the first loss is rewritten.
+          max_consecutive_skips_at_min: skipped steps in a row at the minimum scale before the train
+            op fails (see ``LossScaleOptimizer``); None disables the guard.
+          count_skipped_steps: advance ``global_step`` on skipped steps too (for ``SyncReplicasOptimizer``).
+
+        Raises:
+          TypeError: if ``opt`` is not a ``tf.compat.v1.train.Optimizer`` or ``loss_scale_manager``
+            not a ``LossScaleManager``.
+          ValueError: if ``max_consecutive_skips_at_min`` is neither None nor a positive integer.
+        """
         super().__init__(opt, loss_scale_manager, max_consecutive_skips_at_min,
                          count_skipped_steps=count_skipped_steps)
         self.precision = precision
@@ -59,9 +77,6 @@ def enable_mixed_precision(
 ) -> MixedPrecisionOptimizer:
     """Wrap ``optimizer`` for mixed-precision training; the graph is rewritten when gradients are computed.
 
-    ``rewrite_options`` go to ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...).
-    ``count_skipped_steps=True`` is for ``SyncReplicasOptimizer`` (see ``LossScaleOptimizer``).
-
     Example::
 
         loss = tf.compat.v1.losses.get_total_loss()
@@ -69,6 +84,27 @@ def enable_mixed_precision(
             tf.compat.v1.train.MomentumOptimizer(0.01, 0.9), precision="float16")
         train_op = slim.learning.create_train_op(loss, optimizer)   # rewrite + scaled gradients
         print(optimizer.rewrite_reports[0].summary())
+
+    Args:
+      optimizer: the ``tf.compat.v1.train.Optimizer`` that applies the updates (to float32 master weights).
+      precision: ``float16`` or ``bfloat16`` (any spelling ``slim_mp.precision`` accepts, or the dtype).
+      loss_scale: ``"dynamic"``, a fixed scale >= 1, a ``LossScaleManager``, or None for the
+        precision's default: dynamic for float16, none (a fixed 1) for bfloat16.
+      max_consecutive_skips_at_min: skipped steps in a row at the minimum loss scale before the
+        train op fails naming the non-finite gradients; None disables the guard.
+      count_skipped_steps: advance ``global_step`` on skipped steps too; needed under
+        ``SyncReplicasOptimizer`` (see ``LossScaleOptimizer``).
+      **rewrite_options: keyword arguments of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``,
+        ...); they are checked when gradients are computed, where ``rewrite`` raises for bad ones.
+
+    Returns:
+      A ``MixedPrecisionOptimizer``; after ``minimize``/``compute_gradients`` its
+      ``rewrite_reports`` describe what the graph pass did.
+
+    Raises:
+      ValueError: for an unknown precision, a ``loss_scale`` that is neither ``"dynamic"`` nor a
+        number >= 1, or a ``max_consecutive_skips_at_min`` that is neither None nor a positive integer.
+      TypeError: if ``optimizer`` is not a ``tf.compat.v1.train.Optimizer``.
     """
     dtype = resolve_precision(precision)
     manager = make_loss_scale_manager(loss_scale, dtype)

@@ -41,6 +41,14 @@ def check_ok(process: subprocess.CompletedProcess) -> subprocess.CompletedProces
     return process
 
 
+def check_bad_input(process: subprocess.CompletedProcess, expected_start: str) -> None:
+    """Assert the CLI convention for bad input: exit status 2 and one ``error:`` line, last, with no traceback."""
+    assert process.returncode == 2, process.stderr[-2000:]
+    errors = [line for line in process.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(expected_start), process.stderr[-2000:]
+    assert errors[0] == process.stderr.strip().splitlines()[-1] and "Traceback" not in process.stderr
+
+
 def progress_lines(stdout: str) -> List[Dict[str, str]]:
     """The progress lines of a training run's stdout, each as its key=value fields (asserting the format)."""
     lines = [line for line in stdout.splitlines() if line.startswith("step=")]

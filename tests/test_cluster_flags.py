@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from script_runs import REPO_ROOT, script_env
-from slim_mp.training import cli as flags
+from slim_mp.training import cli
 from slim_mp.distribute.cluster import ParameterServerConfig, serve_parameter_server
 from slim_mp.distribute.local_cluster import check_train_args, free_loopback_ports
 from slim_mp.training.train_config import TrainConfig, check_train_config
@@ -55,15 +55,15 @@ def test_a_consistent_cluster_passes_the_checks():
 
 
 def test_integer_list_flags_name_the_flag_on_a_bad_item():
-    flags.define_flags(TrainConfig)
+    cli.define_flags(TrainConfig)
     try:
-        flags.FLAGS(["train", "--fault_nonfinite_steps=3,x"])
+        cli.FLAGS(["train", "--fault_nonfinite_steps=3,x"])
         with pytest.raises(ValueError, match="--fault_nonfinite_steps=3,x"):
-            flags.config_from_flags(TrainConfig)
-        flags.FLAGS(["train", "--fault_nonfinite_steps=3,7"])
-        assert flags.config_from_flags(TrainConfig).fault_nonfinite_steps == (3, 7)
+            cli.config_from_flags(TrainConfig)
+        cli.FLAGS(["train", "--fault_nonfinite_steps=3,7"])
+        assert cli.config_from_flags(TrainConfig).fault_nonfinite_steps == (3, 7)
     finally:
-        flags.FLAGS.unparse_flags()
+        cli.FLAGS.unparse_flags()
 
 
 def test_the_launcher_owns_the_cluster_flags():

@@ -10,6 +10,7 @@ import pytest
 
 import slim_mp  # noqa: F401  (applies the tf_slim compatibility fixes)
 from datasets_support import encode_images, read_all
+from script_runs import check_bad_input
 from slim_mp.datasets import convert_image_folder, get_dataset
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -99,8 +100,14 @@ def test_cli_rejects_empty_folder_and_single_class(tmp_path, classes, message):
     input_dir.mkdir()
     make_folder(str(input_dir), classes)
     result = run_cli(f"--input_dir={input_dir}", f"--output_dir={tmp_path / 'out'}")
-    assert result.returncode != 0
-    assert message in result.stderr and "--input_dir" in result.stderr and "Traceback" not in result.stderr
+    check_bad_input(result, f"error: --input_dir={input_dir}")
+    assert message in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_rejects_a_flag_value_of_the_wrong_type(tmp_path):
+    result = run_cli(f"--input_dir={tmp_path}", f"--output_dir={tmp_path / 'out'}", "--validation_fraction=half")
+    check_bad_input(result, "error: flag --validation_fraction=half: could not convert string to float")
     assert not (tmp_path / "out").exists()
 
 

@@ -1,10 +1,20 @@
-"""The training script's flags: the original TF-Slim names and defaults, new precision flags, config building."""
+"""The scripts' flags: the original TF-Slim names and defaults, new precision flags, help on every field, configs."""
+
+import dataclasses
+from typing import Tuple
 
 import pytest
-from absl import flags as absl_flags
+from absl import flags
 
-from slim_mp.training import cli as flags
+from slim_mp.config_fields import option
+from slim_mp.distribute.cluster import ParameterServerConfig
+from slim_mp.measure.parity import ParityConfig
+from slim_mp.training import cli
+from slim_mp.training.evaluation import EvalConfig
 from slim_mp.training.train_config import TrainConfig
+
+# Every config dataclass a script defines its flags from (the nested settings are reached through them).
+SCRIPT_CONFIGS = (TrainConfig, EvalConfig, ParityConfig, ParameterServerConfig)
 
 # Names and defaults of TF-Slim's train_image_classifier.py (tensorflow/models, research/slim).
 ORIGINAL_DEFAULTS = {
@@ -32,22 +42,22 @@ NEW_FLAGS = (
 
 @pytest.fixture(scope="module")
 def parse():
-    flags.define_flags(TrainConfig)
+    cli.define_flags(TrainConfig)
 
     def parse_args(*args):
-        flags.FLAGS.unparse_flags()
-        flags.FLAGS(["train_image_classifier.py", *args])
-        return flags.config_from_flags(TrainConfig)
+        cli.FLAGS.unparse_flags()
+        cli.FLAGS(["train_image_classifier.py", *args])
+        return cli.config_from_flags(TrainConfig)
 
     yield parse_args
-    flags.FLAGS.unparse_flags()
+    cli.FLAGS.unparse_flags()
 
 
 def test_every_original_flag_keeps_its_name_and_default(parse):
     parse()
     for name, default in ORIGINAL_DEFAULTS.items():
-        assert flags.FLAGS[name].default == default, name
-    assert all(name in flags.FLAGS for name in NEW_FLAGS)
+        assert cli.FLAGS[name].default == default, name
+    assert all(name in cli.FLAGS for name in NEW_FLAGS)
 
 
 def test_config_from_flags_fills_nested_settings_and_splits_lists(parse):
@@ -66,5 +76,52 @@ def test_default_config_equals_the_flag_defaults(parse):
 
 
 def test_bad_flag_values_are_parse_errors(parse):
-    with pytest.raises(absl_flags.IllegalFlagValueError):
+    with pytest.raises(flags.IllegalFlagValueError):
         parse("--batch_size=many")
+
+
+def fields_without_help(config_type: type) -> list:
+    """``Class.field`` of every flag field of ``config_type`` and its nested dataclasses that lacks help text."""
+    missing = []
+    for field in dataclasses.fields(config_type):
+        if dataclasses.is_dataclass(field.default_factory):
+            missing += fields_without_help(field.default_factory)
+        elif not str(field.metadata.get("help", "")).strip():
+            missing.append(f"{config_type.__name__}.{field.name}")
+    return missing
+
+
+@pytest.mark.parametrize("config_type", SCRIPT_CONFIGS, ids=lambda config_type: config_type.__name__)
+def test_every_config_field_declares_its_help(config_type):
+    assert fields_without_help(config_type) == []
+
+
+def test_the_flag_help_is_the_field_help(parse):
+    parse()
+    assert "adadelta" in cli.FLAGS["optimizer"].help and "rmsprop" in cli.FLAGS["optimizer"].help
+    assert cli.FLAGS["loss_scale_init"].help == "Initial dynamic loss scale."
+
+
+def test_a_field_without_help_is_refused_when_its_flag_is_defined():
+    @dataclasses.dataclass(frozen=True)
+    class Nested:
+        undocumented_knob: int = 3
+
+    @dataclasses.dataclass(frozen=True)
+    class Outer:
+        nested: Nested = dataclasses.field(default_factory=Nested)
+
+    assert fields_without_help(Outer) == ["Nested.undocumented_knob"]
+    with pytest.raises(TypeError, match=r"Nested\.undocumented_knob has no help text"):
+        cli.define_flags(Outer)
+    assert "undocumented_knob" not in cli.FLAGS
+
+
+def test_a_list_flag_default_holding_zero_round_trips(parse):
+    @dataclasses.dataclass(frozen=True)
+    class WithSeeds:  # like ParityConfig.seeds, whose default starts with seed 0
+        list_flag_test_seeds: Tuple[int, ...] = option((0, 1, 2), "Seeds of this test.")
+
+    cli.define_flags(WithSeeds)
+    parse()
+    assert cli.config_from_flags(WithSeeds) == WithSeeds()

@@ -125,6 +125,17 @@ def create_clones(model_fn: Callable[[], Any], placement: ClonePlacement) -> Lis
     to ``tf.compat.v1.losses``; a clone's loss is the sum of its own divided by the number of
     clones, and the first clone also carries the regularization losses, so the clone losses add
     up to the loss of one big batch.
+
+    Args:
+      model_fn: builds the network on its own batch and adds its losses to ``tf.compat.v1.losses``;
+        called once per clone, with no arguments.
+      placement: how many clones and on which devices (``ClonePlacement``).
+
+    Returns:
+      The clones in order, each with ``model_fn``'s return value (``outputs``) and its ``loss``.
+
+    Raises:
+      ValueError: if a clone's call of ``model_fn`` added no loss.
     """
     clones = []
     for index in range(placement.num_clones):
@@ -175,6 +186,21 @@ def optimize_clones(
 
     An optimizer with a ``rewrite_losses`` method (``MixedPrecisionOptimizer``) rewrites all clone
     losses in one pass before any gradient is taken. Each clone's gradients are computed on its device.
+
+    Args:
+      optimizer: computes each clone's gradients (a ``LossScaleOptimizer`` returns them unscaled).
+      clones: what ``create_clones`` returned.
+      var_list: the variables to differentiate; None means all trainable variables.
+
+    Returns:
+      ``(total_loss, grads_and_vars)``: the sum of the clone losses (the rewritten ones under mixed
+      precision) and, per variable, its gradients summed over the clones (None where no clone
+      reaches it), ready for ``optimizer.apply_gradients``.
+
+    Raises:
+      ValueError: if there is no variable to differentiate, or (mixed precision) the graph pass
+        refuses its options or finds gradients already taken of the clone losses.
+      TypeError: (mixed precision) for an unknown keyword in the graph pass's options.
     """
     losses = [clone.loss for clone in clones]
     rewrite_losses = getattr(optimizer, "rewrite_losses", None)

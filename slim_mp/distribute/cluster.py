@@ -11,6 +11,8 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from slim_mp.config_fields import option
+
 tf1 = tf.compat.v1
 
 PS_JOB = "ps"
@@ -141,9 +143,11 @@ def session_target(layout: ClusterLayout) -> str:
 class ParameterServerConfig:
     """The options of ``scripts/parameter_server.py`` (field names are the flag names)."""
 
-    ps_hosts: Tuple[str, ...] = ()
-    worker_hosts: Tuple[str, ...] = ()
-    task: int = 0
+    ps_hosts: Tuple[str, ...] = option(
+        (), "Comma-separated host:port of the parameter servers (this worker then starts its own server)."
+    )
+    worker_hosts: Tuple[str, ...] = option((), "Comma-separated host:port of the workers, task 0 first.")
+    task: int = option(0, "Index of this parameter server in --ps_hosts.")
 
 
 def serve_parameter_server(config: ParameterServerConfig, print_line: Callable[[str], None] = print) -> None:

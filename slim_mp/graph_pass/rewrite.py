@@ -57,12 +57,8 @@ def rewrite(
 
     Call it on the loss (or logits) before ``tf.gradients`` / ``optimizer.minimize``: the backward
     pass then inherits the low precision. Variables stay float32 (master weights); their reads are
-    cast once. ``allow``/``infer``/``clear``/``deny`` move op types into that class, ``remove`` makes
-    op types unlisted (float32), ``keep_fp32_scopes`` keeps every op under those name scopes in
-    float32. The graph's ``UPDATE_OPS`` (batch-norm moving averages) run with every train step, so
-    what they compute is rewritten too unless ``include_update_ops=False`` (e.g. an auxiliary head
-    outside the loss). ``device_type`` (``CPU``/``GPU``) is where unplaced ops run, detected by
-    default. ``dry_run=True`` returns the plan and leaves the graph untouched.
+    cast once. The graph's ``UPDATE_OPS`` (batch-norm moving averages) run with every train step, so
+    what they compute is rewritten too unless ``include_update_ops=False``.
 
     Example::
 
@@ -72,6 +68,33 @@ def rewrite(
         print(report.summary())
         end_points = report.remap(end_points)
         train_op = tf.compat.v1.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+
+    Args:
+      fetches: the tensors or operations to compute (nested lists/dicts allowed), all of one graph;
+        usually the loss.
+      precision: the low precision, ``float16`` or ``bfloat16`` (any spelling ``slim_mp.precision``
+        accepts, or the ``tf.DType``).
+      allow: op types to move into the allow list (always low precision).
+      infer: op types to move into the infer list (low precision when their inputs are).
+      clear: op types to move into the clear list (follow their neighbours).
+      deny: op types to move into the deny list (always float32).
+      remove: op types to take out of every list (unlisted, so float32).
+      keep_fp32_scopes: name scopes whose ops all stay float32 (e.g. the logits layer).
+      device_type: ``CPU`` or ``GPU``, where unplaced ops run; None detects this machine's device.
+      include_update_ops: also rewrite what the graph's ``UPDATE_OPS`` compute; pass False for
+        update ops outside the loss (e.g. an auxiliary head).
+      dry_run: only plan: return the report of what would change and leave the graph untouched.
+
+    Returns:
+      A ``RewriteReport``: ops considered and converted, casts inserted (or planned), the float32
+      ops with their reasons, unlisted op types, warnings, and ``remap`` to map tensors taken
+      before the rewrite (e.g. ``end_points``) to their rewritten counterparts.
+
+    Raises:
+      ValueError: for an unknown precision, ``device_type`` or TensorFlow op type, an op type given
+        to two lists (or both added and removed), no fetches or fetches from different graphs, or
+        fetches whose gradients were already taken.
+      TypeError: if a fetch is neither a tensor nor an operation.
     """
     started = time.perf_counter()
     dtype = resolve_precision(precision)

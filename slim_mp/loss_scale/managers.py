@@ -67,11 +67,22 @@ class LossScaleManager(abc.ABC):
 
     @abc.abstractmethod
     def get_loss_scale(self) -> tf.Tensor:
-        """Return the current loss scale as a scalar float32 tensor."""
+        """The loss scale to multiply this step's loss by.
+
+        Returns:
+          The current scale as a scalar float32 tensor.
+        """
 
     @abc.abstractmethod
     def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
-        """Return an op that updates the scale; ``finite_grads`` is True when every gradient was finite."""
+        """Build the op that moves the scale after one step.
+
+        Args:
+          finite_grads: scalar bool tensor, True when every gradient of the step was finite.
+
+        Returns:
+          An op that updates the scale (and any counters); ``LossScaleOptimizer`` runs it every step.
+        """
 
     def at_min_loss_scale(self) -> tf.Tensor:
         """Return a scalar bool tensor: True when the scale cannot go any lower.
@@ -100,6 +111,15 @@ class FixedLossScaleManager(LossScaleManager):
     """
 
     def __init__(self, loss_scale: float) -> None:
+        """Keep the scale at ``loss_scale``.
+
+        Args:
+          loss_scale: the constant scale, a finite Python number >= 1.
+
+        Raises:
+          TypeError: if ``loss_scale`` is not a Python number (a tensor or bool included).
+          ValueError: if it is not finite or below 1.
+        """
         self._loss_scale = _require_finite_at_least("loss_scale", loss_scale, 1.0)
 
     def get_loss_scale(self) -> tf.Tensor:
@@ -150,6 +170,24 @@ class ExponentialUpdateLossScaleManager(LossScaleManager):
         min_loss_scale: float = 1.0,
         max_loss_scale: Optional[float] = None,
     ) -> None:
+        """Create the three state variables in the current graph and name scope.
+
+        Args:
+          init_loss_scale: the starting scale, a finite number > 0 (e.g. ``2.0 ** 15``).
+          incr_every_n_steps: finite steps in a row after which the scale grows; an integer >= 1.
+          decr_every_n_nan_or_inf: steps with inf/NaN gradients (since the last change) after which
+            the scale shrinks; an integer >= 1.
+          incr_ratio: the growth factor, a finite number > 1.
+          decr_ratio: the shrink factor, strictly between 0 and 1.
+          min_loss_scale: the scale never shrinks below this finite number > 0.
+          max_loss_scale: the scale never grows above this finite number > 0; None means float32's
+            largest value.
+
+        Raises:
+          TypeError: if a scale or ratio is not a Python number, or a step count not an integer.
+          ValueError: if a value is out of the range above, or ``max_loss_scale`` is below
+            ``min_loss_scale`` or ``init_loss_scale``.
+        """
         init_loss_scale = _require_finite_positive("init_loss_scale", init_loss_scale)
         self._incr_every_n_steps = _require_period("incr_every_n_steps", incr_every_n_steps)
         self._decr_every_n_nan_or_inf = _require_period("decr_every_n_nan_or_inf", decr_every_n_nan_or_inf)

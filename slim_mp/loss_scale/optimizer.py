@@ -92,6 +92,23 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
         name: str = "LossScaleOptimizer",
         count_skipped_steps: bool = False,
     ) -> None:
+        """Wrap ``opt``; the skip counters are created with the first train step of each graph.
+
+        Args:
+          opt: the ``tf.compat.v1.train.Optimizer`` that computes and applies the updates.
+          loss_scale_manager: supplies the loss scale and updates it from each step's overflow flag,
+            e.g. ``FixedLossScaleManager`` or ``ExponentialUpdateLossScaleManager``.
+          max_consecutive_skips_at_min: skipped steps in a row at the manager's minimum scale after
+            which running the train op fails, naming the non-finite gradients; None disables the guard.
+          name: the name scope of the ops this optimizer adds.
+          count_skipped_steps: advance ``global_step`` on skipped steps too (needed under
+            ``tf.compat.v1.train.SyncReplicasOptimizer``).
+
+        Raises:
+          TypeError: if ``opt`` is not a ``tf.compat.v1.train.Optimizer`` or ``loss_scale_manager``
+            not a ``LossScaleManager``.
+          ValueError: if ``max_consecutive_skips_at_min`` is neither None nor a positive integer.
+        """
         if not isinstance(opt, tf.compat.v1.train.Optimizer):
             raise TypeError(
                 f"opt must be a tf.compat.v1.train.Optimizer, got {type(opt).__name__}; "

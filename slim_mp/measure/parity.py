@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from absl import logging
 
+from slim_mp.config_fields import option
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.devices import device_type, emulation_warning
 from slim_mp.precision import precision_name
@@ -42,19 +43,21 @@ FLAG_EXAMPLES = {"steps": 1000, "batch_size": 32, "log_every_n_steps": 100, "lea
 class ParityConfig:
     """What to compare: model, data, the mixed precision, steps, seeds and where the results go."""
 
-    model_name: str = "lenet"
-    dataset_name: str = "fashion_mnist"
-    dataset_dir: Optional[str] = None
-    precision: str = "bfloat16"
-    steps: int = 1000
-    seeds: Tuple[int, ...] = (0, 1, 2)
-    output_dir: str = "runs/parity"
-    batch_size: int = 32
-    image_size: Optional[int] = None
-    learning_rate: float = 0.01
-    log_every_n_steps: int = 100
-    preprocessing_name: Optional[str] = None
-    eval_split_name: Optional[str] = None
+    model_name: str = option("lenet", "The network name (nets/nets_factory.py).")
+    dataset_name: str = option("fashion_mnist", "The dataset, e.g. fashion_mnist or image_folder.")
+    dataset_dir: Optional[str] = option(
+        None, "The folder of the dataset's files (unset for the bundled fashion_mnist subset)."
+    )
+    precision: str = option("bfloat16", "The mixed precision: bfloat16 or float16.")
+    steps: int = option(1000, "Training steps of every run.")
+    seeds: Tuple[int, ...] = option((0, 1, 2), "Comma-separated seeds, e.g. 0,1,2.")
+    output_dir: str = option("runs/parity", "Where results and runs are written.")
+    batch_size: int = option(32, "Images per training step.")
+    image_size: Optional[int] = option(None, "Train and eval image size; unset means the network's default.")
+    learning_rate: float = option(0.01, "Initial learning rate (momentum 0.9, linear decay to 1% over the run).")
+    log_every_n_steps: int = option(100, "Print a progress line every this many steps.")
+    preprocessing_name: Optional[str] = option(None, "The preprocessing; unset means the network's own.")
+    eval_split_name: Optional[str] = option(None, "Split to evaluate on; unset means test, else validation.")
 
     def __post_init__(self) -> None:
         try:

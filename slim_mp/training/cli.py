@@ -1,18 +1,21 @@
 """Command-line flags shared by the training and evaluation scripts, and the runner that reports bad input.
 
-Each flag is defined from a field of a config dataclass (``TrainConfig``, ``EvalConfig`` and the
-settings they nest), so a flag's name and default are written once, in the dataclass;
-``config_from_flags`` builds the dataclass back from the parsed flags.
+Each flag is defined from a field of a config dataclass (``TrainConfig``, ``EvalConfig``,
+``ParityConfig`` and the settings they nest), so a flag's name, default and help are written once,
+on the field (``slim_mp.config_fields.option``); ``config_from_flags`` builds the dataclass back
+from the parsed flags. Every script runs its ``main`` through ``run``.
 """
 
 import dataclasses
 import sys
 import traceback
 import typing
-from typing import Any, Callable, Dict, Optional, Sequence, Type, TypeVar
+from typing import Any, Callable, Dict, Sequence, Type, TypeVar
 
 from absl import app
 from absl import flags as absl_flags
+
+from slim_mp.config_fields import field_help
 
 FLAGS = absl_flags.FLAGS
 ConfigT = TypeVar("ConfigT")
@@ -21,83 +24,6 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
 absl_flags.DEFINE_boolean("verbose", False, "Print the full traceback when the run fails.")
-
-HELP: Dict[str, str] = {
-    # data and model
-    "dataset_name": "The name of the dataset to load (e.g. imagenet, cifar10, flowers, fashion_mnist, image_folder).",
-    "dataset_split_name": "The name of the split to read.",
-    "dataset_dir": "The folder of the dataset files (unset for the bundled fashion_mnist subset).",
-    "labels_offset": "An offset subtracted from the labels (e.g. 1 for ImageNet checkpoints without background).",
-    "model_name": "The name of the network (see nets/nets_factory.py).",
-    "preprocessing_name": "The preprocessing to use; unset means the one of --model_name.",
-    "batch_size": "The number of images in each batch.",
-    "use_grayscale": "Feed the network single-channel (grayscale) images.",
-    "num_preprocessing_threads": "The number of images decoded and preprocessed in parallel.",
-    "moving_average_decay": "The decay of the moving average of the model variables; unset for none.",
-    "master": "The address of the TensorFlow master (a running worker server, e.g. grpc://host:2222); '' is local.",
-    # training
-    "train_dir": "Folder where checkpoints and event logs are written (training resumes from it).",
-    "num_clones": "Number of model clones to deploy (one per GPU, or all on the CPU with --clone_on_cpu).",
-    "clone_on_cpu": "Place the model clones on the CPU.",
-    "worker_replicas": "Number of worker replicas.",
-    "num_ps_tasks": "Number of parameter servers; 0 trains in this process alone.",
-    "num_readers": "Number of parallel readers (the dataset reader interleaves its files itself).",
-    "log_every_n_steps": "Print a progress line every this many steps.",
-    "save_summaries_secs": "Write TensorBoard summaries every this many seconds.",
-    "save_interval_secs": "Save a checkpoint every this many seconds (and always at the end).",
-    "task": "Task id of this replica.",
-    "weight_decay": "The weight decay on the model weights.",
-    "quantize_delay": "Steps before quantized training starts; -1 disables it (quantization is not supported).",
-    "label_smoothing": "The amount of label smoothing.",
-    "sync_replicas": "Synchronize the replicas: average their gradients into one update per step.",
-    "replicas_to_aggregate": "The number of gradients to collect before updating the parameters.",
-    "train_image_size": "Train image size; unset means the network's default.",
-    "max_number_of_steps": "The maximum number of training steps; unset trains until interrupted.",
-    "checkpoint_path": "Checkpoint file or folder to fine-tune from.",
-    "checkpoint_exclude_scopes": "Comma-separated scopes of variables not restored from --checkpoint_path.",
-    "trainable_scopes": "Comma-separated scopes of the variables to train; unset trains all.",
-    "ignore_missing_vars": "Leave model variables missing from --checkpoint_path at their initial values.",
-    "ps_hosts": "Comma-separated host:port of the parameter servers (this worker then starts its own server).",
-    "worker_hosts": "Comma-separated host:port of the workers, task 0 first.",
-    "fault_nonfinite_steps": "Testing aid: make this process's gradients inf at these of its steps (from 1).",
-    "seed": "Graph-level random seed (initialisation, shuffling, augmentation); unset for a random one.",
-    # optimizer
-    "optimizer": "The optimizer: adadelta, adagrad, adam, ftrl, momentum, sgd or rmsprop.",
-    "adadelta_rho": "The decay rate of adadelta.",
-    "adagrad_initial_accumulator_value": "Starting value of the AdaGrad accumulators.",
-    "adam_beta1": "The exponential decay rate of the 1st moment estimates.",
-    "adam_beta2": "The exponential decay rate of the 2nd moment estimates.",
-    "opt_epsilon": "Epsilon term of the optimizer.",
-    "ftrl_learning_rate_power": "The learning rate power of FTRL.",
-    "ftrl_initial_accumulator_value": "Starting value of the FTRL accumulators.",
-    "ftrl_l1": "The FTRL l1 regularization strength.",
-    "ftrl_l2": "The FTRL l2 regularization strength.",
-    "momentum": "The momentum of the MomentumOptimizer.",
-    "rmsprop_momentum": "Momentum of RMSProp.",
-    "rmsprop_decay": "Decay term of RMSProp.",
-    # learning rate
-    "learning_rate_decay_type": "How the learning rate decays: fixed, exponential or polynomial.",
-    "learning_rate": "Initial learning rate.",
-    "end_learning_rate": "The minimal learning rate of the polynomial decay.",
-    "learning_rate_decay_factor": "Learning rate decay factor.",
-    "num_epochs_per_decay": "Number of epochs after which the learning rate decays.",
-    # precision
-    "precision": "Compute precision: float32, or float16 / bfloat16 for mixed precision (float32 master weights).",
-    "mp_allow_ops": "Op types to add to the mixed-precision allow list (comma-separated).",
-    "mp_deny_ops": "Op types to keep in float32 (comma-separated).",
-    "mp_keep_fp32_scopes": "Name scopes whose ops stay in float32 (comma-separated), e.g. the logits layer.",
-    "mp_report": "Write the graph pass's report to this JSON file.",
-    "loss_scale": "'dynamic' or a fixed number; unset means dynamic for float16 and none for bfloat16.",
-    "loss_scale_init": "Initial dynamic loss scale.",
-    "loss_scale_incr_every_n_steps": "Grow the dynamic loss scale after this many finite steps in a row.",
-    "loss_scale_decr_every_n_nan_or_inf": "Shrink the dynamic loss scale after this many steps with inf/NaN.",
-    "loss_scale_incr_ratio": "Factor by which the dynamic loss scale grows.",
-    "loss_scale_decr_ratio": "Factor by which the dynamic loss scale shrinks.",
-    # evaluation
-    "eval_dir": "Folder where the metrics (metrics.json) are written.",
-    "max_num_batches": "Evaluate at most this many batches; unset reads the whole split.",
-    "eval_image_size": "Eval image size; unset means the network's default.",
-}
 
 _DEFINERS: Dict[type, Callable[..., Any]] = {
     str: absl_flags.DEFINE_string,
@@ -114,22 +40,25 @@ def _value_type(annotation: Any) -> Any:
     return annotation
 
 
-def define_flags(config_type: type, help_overrides: Optional[Dict[str, str]] = None) -> None:
+def define_flags(config_type: type) -> None:
     """Define one absl flag per field of ``config_type`` (recursing into nested dataclasses), skipping defined ones.
 
-    Tuple fields become comma-separated list flags.
+    The help text is the one declared on the field with ``slim_mp.config_fields.option``; tuple
+    fields become comma-separated list flags.
+
+    Raises:
+      TypeError: if a field (other than a nested dataclass) has no help text.
     """
-    help_overrides = help_overrides or {}
     for field in dataclasses.fields(config_type):
         value_type = _value_type(field.type)
         if dataclasses.is_dataclass(value_type):
-            define_flags(value_type, help_overrides)
+            define_flags(value_type)
             continue
+        help_text = field_help(config_type, field)
         if field.name in FLAGS:
             continue
-        help_text = help_overrides.get(field.name, HELP[field.name])
         if typing.get_origin(value_type) is tuple:
-            absl_flags.DEFINE_list(field.name, list(field.default), help_text)
+            absl_flags.DEFINE_list(field.name, [str(item) for item in field.default], help_text)
         else:
             _DEFINERS[value_type](field.name, field.default, help_text)
 
@@ -164,7 +93,8 @@ def _parse_flags(argv: Sequence[str]) -> list:
     try:
         return FLAGS(list(argv))
     except absl_flags.Error as error:
-        print(f"error: {error}; run with --helpshort to see the flags.", file=sys.stderr)
+        message = "; ".join(line for line in str(error).splitlines() if line)  # one line even for several flags
+        print(f"error: {message}; run with --helpshort to see the flags.", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 
@@ -174,6 +104,16 @@ def _report_and_exit(error: BaseException, message: str, code: int) -> None:
         traceback.print_exception(error)
     print(f"error: {message}", file=sys.stderr)
     sys.exit(code)
+
+
+def _list_in_short_help() -> None:
+    """Show the flags defined here (those of the config dataclasses, ``--verbose``) in the script's ``--helpshort``.
+
+    absl files a flag under the module that called ``DEFINE_*`` (this one), while ``--helpshort``
+    lists only the flags of the program being run.
+    """
+    for flag in FLAGS.get_key_flags_for_module(__name__):
+        FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
 
 def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
@@ -201,4 +141,5 @@ def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
         except (app.UsageError, ValueError, TypeError) as error:
             _report_and_exit(error, str(error), EXIT_BAD_INPUT)
 
+    _list_in_short_help()
     app.run(guarded, flags_parser=_parse_flags)

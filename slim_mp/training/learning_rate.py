@@ -4,6 +4,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from slim_mp.config_fields import option
+
 DECAY_TYPES = ("fixed", "exponential", "polynomial")
 
 
@@ -11,11 +13,13 @@ DECAY_TYPES = ("fixed", "exponential", "polynomial")
 class LearningRateSettings:
     """The schedule knobs, named and defaulted as the flags of ``train_image_classifier.py``."""
 
-    learning_rate_decay_type: str = "exponential"
-    learning_rate: float = 0.01
-    end_learning_rate: float = 0.0001
-    learning_rate_decay_factor: float = 0.94
-    num_epochs_per_decay: float = 2.0
+    learning_rate_decay_type: str = option(
+        "exponential", "How the learning rate decays: fixed, exponential or polynomial."
+    )
+    learning_rate: float = option(0.01, "Initial learning rate.")
+    end_learning_rate: float = option(0.0001, "The minimal learning rate of the polynomial decay.")
+    learning_rate_decay_factor: float = option(0.94, "Learning rate decay factor.")
+    num_epochs_per_decay: float = option(2.0, "Number of epochs after which the learning rate decays.")
 
 
 def check_decay_type(decay_type: str) -> None:

@@ -5,6 +5,8 @@ from typing import Callable, Dict, Union
 
 import tensorflow as tf
 
+from slim_mp.config_fields import option
+
 tf1 = tf.compat.v1
 
 LearningRate = Union[float, tf.Tensor]
@@ -14,19 +16,19 @@ LearningRate = Union[float, tf.Tensor]
 class OptimizerSettings:
     """Every optimizer knob, named and defaulted as the flags of ``train_image_classifier.py``."""
 
-    optimizer: str = "rmsprop"
-    adadelta_rho: float = 0.95
-    adagrad_initial_accumulator_value: float = 0.1
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    opt_epsilon: float = 1.0
-    ftrl_learning_rate_power: float = -0.5
-    ftrl_initial_accumulator_value: float = 0.1
-    ftrl_l1: float = 0.0
-    ftrl_l2: float = 0.0
-    momentum: float = 0.9
-    rmsprop_momentum: float = 0.9
-    rmsprop_decay: float = 0.9
+    optimizer: str = option("rmsprop", "The optimizer: adadelta, adagrad, adam, ftrl, momentum, sgd or rmsprop.")
+    adadelta_rho: float = option(0.95, "The decay rate of adadelta.")
+    adagrad_initial_accumulator_value: float = option(0.1, "Starting value of the AdaGrad accumulators.")
+    adam_beta1: float = option(0.9, "The exponential decay rate of the 1st moment estimates.")
+    adam_beta2: float = option(0.999, "The exponential decay rate of the 2nd moment estimates.")
+    opt_epsilon: float = option(1.0, "Epsilon term of the optimizer.")
+    ftrl_learning_rate_power: float = option(-0.5, "The learning rate power of FTRL.")
+    ftrl_initial_accumulator_value: float = option(0.1, "Starting value of the FTRL accumulators.")
+    ftrl_l1: float = option(0.0, "The FTRL l1 regularization strength.")
+    ftrl_l2: float = option(0.0, "The FTRL l2 regularization strength.")
+    momentum: float = option(0.9, "The momentum of the MomentumOptimizer.")
+    rmsprop_momentum: float = option(0.9, "Momentum of RMSProp.")
+    rmsprop_decay: float = option(0.9, "Decay term of RMSProp.")
 
 
 _BUILDERS: Dict[str, Callable[[LearningRate, OptimizerSettings], tf1.train.Optimizer]] = {

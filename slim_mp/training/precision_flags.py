@@ -8,6 +8,7 @@ import dataclasses
 import json
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+from slim_mp.config_fields import option
 from slim_mp.graph_pass.report import RewriteReport
 from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.policy import DYNAMIC, DynamicLossScale, make_loss_scale_manager, parse_loss_scale
@@ -22,11 +23,15 @@ class PrecisionOptions:
     form (``float32``, ``float16``, ``bfloat16``).
     """
 
-    precision: str = "float32"
-    mp_allow_ops: Tuple[str, ...] = ()
-    mp_deny_ops: Tuple[str, ...] = ()
-    mp_keep_fp32_scopes: Tuple[str, ...] = ()
-    mp_report: Optional[str] = None
+    precision: str = option(
+        "float32", "Compute precision: float32, or float16 / bfloat16 for mixed precision (float32 master weights)."
+    )
+    mp_allow_ops: Tuple[str, ...] = option((), "Op types to add to the mixed-precision allow list (comma-separated).")
+    mp_deny_ops: Tuple[str, ...] = option((), "Op types to keep in float32 (comma-separated).")
+    mp_keep_fp32_scopes: Tuple[str, ...] = option(
+        (), "Name scopes whose ops stay in float32 (comma-separated), e.g. the logits layer."
+    )
+    mp_report: Optional[str] = option(None, "Write the graph pass's report to this JSON file.")
 
     def __post_init__(self) -> None:
         try:
@@ -58,12 +63,18 @@ class LossScaleOptions:
     back off identically unless a flag says otherwise.
     """
 
-    loss_scale: Optional[str] = None
-    loss_scale_init: float = DYNAMIC.initial_scale
-    loss_scale_incr_every_n_steps: int = DYNAMIC.growth_steps
-    loss_scale_decr_every_n_nan_or_inf: int = DYNAMIC.backoff_every
-    loss_scale_incr_ratio: float = DYNAMIC.growth_ratio
-    loss_scale_decr_ratio: float = DYNAMIC.backoff_ratio
+    loss_scale: Optional[str] = option(
+        None, "'dynamic' or a fixed number; unset means dynamic for float16 and none for bfloat16."
+    )
+    loss_scale_init: float = option(DYNAMIC.initial_scale, "Initial dynamic loss scale.")
+    loss_scale_incr_every_n_steps: int = option(
+        DYNAMIC.growth_steps, "Grow the dynamic loss scale after this many finite steps in a row."
+    )
+    loss_scale_decr_every_n_nan_or_inf: int = option(
+        DYNAMIC.backoff_every, "Shrink the dynamic loss scale after this many steps with inf/NaN."
+    )
+    loss_scale_incr_ratio: float = option(DYNAMIC.growth_ratio, "Factor by which the dynamic loss scale grows.")
+    loss_scale_decr_ratio: float = option(DYNAMIC.backoff_ratio, "Factor by which the dynamic loss scale shrinks.")
 
     def dynamic(self) -> DynamicLossScale:
         """The dynamic-scaling knobs these options set."""

@@ -3,6 +3,7 @@
 import dataclasses
 from typing import Optional, Tuple
 
+from slim_mp.config_fields import option
 from slim_mp.distribute.clones import ClonePlacement
 from slim_mp.distribute.cluster import ClusterLayout, make_cluster_layout
 from slim_mp.training.fault_injection import check_fault_steps
@@ -15,42 +16,72 @@ from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
 class TrainConfig:
     """Options of one training run (the field names are the flag names)."""
 
-    train_dir: str = "/tmp/tfmodel/"
-    num_clones: int = 1
-    clone_on_cpu: bool = False
-    worker_replicas: int = 1
-    num_ps_tasks: int = 0
-    num_readers: int = 4
-    num_preprocessing_threads: int = 4
-    log_every_n_steps: int = 10
-    save_summaries_secs: int = 600
-    save_interval_secs: int = 600
-    task: int = 0
-    master: str = ""
-    weight_decay: float = 0.00004
-    quantize_delay: int = -1
-    label_smoothing: float = 0.0
-    sync_replicas: bool = False
-    replicas_to_aggregate: int = 1
-    moving_average_decay: Optional[float] = None
-    dataset_name: str = "imagenet"
-    dataset_split_name: str = "train"
-    dataset_dir: Optional[str] = None
-    labels_offset: int = 0
-    model_name: str = "inception_v3"
-    preprocessing_name: Optional[str] = None
-    batch_size: int = 32
-    train_image_size: Optional[int] = None
-    max_number_of_steps: Optional[int] = None
-    use_grayscale: bool = False
-    checkpoint_path: Optional[str] = None
-    checkpoint_exclude_scopes: Optional[str] = None
-    trainable_scopes: Optional[str] = None
-    ignore_missing_vars: bool = False
-    seed: Optional[int] = None
-    ps_hosts: Tuple[str, ...] = ()
-    worker_hosts: Tuple[str, ...] = ()
-    fault_nonfinite_steps: Tuple[int, ...] = ()
+    train_dir: str = option(
+        "/tmp/tfmodel/", "Folder where checkpoints and event logs are written (training resumes from it)."
+    )
+    num_clones: int = option(
+        1, "Number of model clones to deploy (one per GPU, or all on the CPU with --clone_on_cpu)."
+    )
+    clone_on_cpu: bool = option(False, "Place the model clones on the CPU.")
+    worker_replicas: int = option(1, "Number of worker replicas.")
+    num_ps_tasks: int = option(0, "Number of parameter servers; 0 trains in this process alone.")
+    num_readers: int = option(4, "Number of parallel readers (the dataset reader interleaves its files itself).")
+    num_preprocessing_threads: int = option(4, "The number of images decoded and preprocessed in parallel.")
+    log_every_n_steps: int = option(10, "Print a progress line every this many steps.")
+    save_summaries_secs: int = option(600, "Write TensorBoard summaries every this many seconds.")
+    save_interval_secs: int = option(600, "Save a checkpoint every this many seconds (and always at the end).")
+    task: int = option(0, "Task id of this replica.")
+    master: str = option(
+        "", "The address of the TensorFlow master (a running worker server, e.g. grpc://host:2222); '' is local."
+    )
+    weight_decay: float = option(0.00004, "The weight decay on the model weights.")
+    quantize_delay: int = option(
+        -1, "Steps before quantized training starts; -1 disables it (quantization is not supported)."
+    )
+    label_smoothing: float = option(0.0, "The amount of label smoothing.")
+    sync_replicas: bool = option(False, "Synchronize the replicas: average their gradients into one update per step.")
+    replicas_to_aggregate: int = option(1, "The number of gradients to collect before updating the parameters.")
+    moving_average_decay: Optional[float] = option(
+        None, "The decay of the moving average of the model variables; unset for none."
+    )
+    dataset_name: str = option(
+        "imagenet", "The name of the dataset to load (e.g. imagenet, cifar10, flowers, fashion_mnist, image_folder)."
+    )
+    dataset_split_name: str = option("train", "The name of the split to read.")
+    dataset_dir: Optional[str] = option(
+        None, "The folder of the dataset files (unset for the bundled fashion_mnist subset)."
+    )
+    labels_offset: int = option(
+        0, "An offset subtracted from the labels (e.g. 1 for ImageNet checkpoints without background)."
+    )
+    model_name: str = option("inception_v3", "The name of the network (see nets/nets_factory.py).")
+    preprocessing_name: Optional[str] = option(None, "The preprocessing to use; unset means the one of --model_name.")
+    batch_size: int = option(32, "The number of images in each batch.")
+    train_image_size: Optional[int] = option(None, "Train image size; unset means the network's default.")
+    max_number_of_steps: Optional[int] = option(
+        None, "The maximum number of training steps; unset trains until interrupted."
+    )
+    use_grayscale: bool = option(False, "Feed the network single-channel (grayscale) images.")
+    checkpoint_path: Optional[str] = option(None, "Checkpoint file or folder to fine-tune from.")
+    checkpoint_exclude_scopes: Optional[str] = option(
+        None, "Comma-separated scopes of variables not restored from --checkpoint_path."
+    )
+    trainable_scopes: Optional[str] = option(
+        None, "Comma-separated scopes of the variables to train; unset trains all."
+    )
+    ignore_missing_vars: bool = option(
+        False, "Leave model variables missing from --checkpoint_path at their initial values."
+    )
+    seed: Optional[int] = option(
+        None, "Graph-level random seed (initialisation, shuffling, augmentation); unset for a random one."
+    )
+    ps_hosts: Tuple[str, ...] = option(
+        (), "Comma-separated host:port of the parameter servers (this worker then starts its own server)."
+    )
+    worker_hosts: Tuple[str, ...] = option((), "Comma-separated host:port of the workers, task 0 first.")
+    fault_nonfinite_steps: Tuple[int, ...] = option(
+        (), "Testing aid: make this process's gradients inf at these of its steps (from 1)."
+    )
     optimizer_settings: OptimizerSettings = dataclasses.field(default_factory=OptimizerSettings)
     learning_rate_settings: LearningRateSettings = dataclasses.field(default_factory=LearningRateSettings)
     precision_options: PrecisionOptions = dataclasses.field(default_factory=PrecisionOptions)
