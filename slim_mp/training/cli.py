@@ -94,9 +94,18 @@ HELP: Dict[str, str] = {
     "loss_scale_incr_ratio": "Factor by which the dynamic loss scale grows.",
     "loss_scale_decr_ratio": "Factor by which the dynamic loss scale shrinks.",
     # evaluation
-    "eval_dir": "Folder where the metrics (metrics.json) are written.",
+    "eval_dir": "Folder where the metrics are written (metrics.json and TensorBoard scalars).",
     "max_num_batches": "Evaluate at most this many batches; unset reads the whole split.",
     "eval_image_size": "Eval image size; unset means the network's default.",
+    # export
+    "output_file": "Where to write the inference graph (GraphDef).",
+    "image_size": "The image size of the exported input; unset means the network's default.",
+    "is_training": "Export the training-mode network (batch norm on batch statistics, dropout on).",
+    "quantize": "Quantized graph export: not supported (use --precision for a smaller, faster model).",
+    "write_text_graphdef": "Write the graph as a text GraphDef instead of a binary one.",
+    "saved_model_dir": "Also write a SavedModel (signature serving_default) to this new folder.",
+    # TensorBoard
+    "histogram_summaries": "Write histograms of activations and variables (and activation sparsity) to TensorBoard.",
 }
 
 _DEFINERS: Dict[type, Callable[..., Any]] = {
