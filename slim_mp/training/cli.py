@@ -105,7 +105,7 @@ HELP: Dict[str, str] = {
     "write_text_graphdef": "Write the graph as a text GraphDef instead of a binary one.",
     "saved_model_dir": "Also write a SavedModel (signature serving_default) to this new folder.",
     # TensorBoard
-    "histogram_summaries": "Write histograms of activations and variables (and activation sparsity) to TensorBoard.",
+    "histogram_summaries": "Write histograms of the activations and model variables to TensorBoard (off: faster summaries).",
 }
 
 _DEFINERS: Dict[type, Callable[..., Any]] = {

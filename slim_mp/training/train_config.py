@@ -24,6 +24,7 @@ class TrainConfig:
     num_preprocessing_threads: int = 4
     log_every_n_steps: int = 10
     save_summaries_secs: int = 600
+    histogram_summaries: bool = True
     save_interval_secs: int = 600
     task: int = 0
     master: str = ""
