@@ -23,6 +23,8 @@ flags.define_flags(
         "dataset_dir": "Folder of the dataset files, read only to count classes (unset for official and "
                        "bundled data sets).",
         "dataset_name": "The data set the model was trained on (gives the number of classes).",
+        "precision": "Inference precision: float32, or bfloat16 / float16 (graph rewritten by the pass, weights "
+                     "stored in that type; input and outputs stay float32).",
     },
 )
 
