@@ -34,6 +34,8 @@ class DatasetSpec:
 
     ``image_shape`` is ``(height, width, channels)`` with None where images
     vary; ``files`` lists the TFRecord files read (empty for in-memory data).
+    ``arrays`` holds in-memory data as the ``(images [N, H, W, C], labels int64 [N])`` the
+    reader yields, so a training graph can feed them instead of embedding them as constants.
     """
 
     name: str
@@ -44,6 +46,7 @@ class DatasetSpec:
     image_shape: ImageShape
     files: tuple[str, ...]
     reader: DatasetReader = dataclasses.field(repr=False, compare=False)
+    arrays: Optional[tuple[np.ndarray, np.ndarray]] = dataclasses.field(default=None, repr=False, compare=False)
 
     def make_dataset(self, shuffle_files: bool = False, seed: Optional[int] = None) -> tf.data.Dataset:
         """Return a dataset of ``(image uint8 [H, W, C], label int64)`` pairs, one pass over the split."""
@@ -121,9 +124,13 @@ def _image_folder(split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
     )
 
 
-def _arrays_reader(images: np.ndarray, labels: np.ndarray) -> DatasetReader:
+def _reader_arrays(images: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """In-memory images ``[N, H, W]`` and labels as the reader yields them: ``[N, H, W, 1]`` and int64."""
+    return images[..., np.newaxis], labels.astype(np.int64)
+
+
+def _arrays_reader(pairs: tuple[np.ndarray, np.ndarray]) -> DatasetReader:
     """Return a reader over in-memory arrays; ``shuffle_files`` has no files to shuffle and is ignored."""
-    pairs = (images[..., np.newaxis], labels.astype(np.int64))
 
     def read(shuffle_files: bool, seed: Optional[int]) -> tf.data.Dataset:
         del shuffle_files, seed
@@ -138,9 +145,10 @@ def _fashion_mnist(split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
         images, labels = fashion_mnist.load_idx(_check_dataset_dir(FASHION_MNIST, dataset_dir), split_name)
     else:
         images, labels = fashion_mnist.load_bundled(split_name)
+    pairs = _reader_arrays(images, labels)
     return DatasetSpec(
         FASHION_MNIST, split_name, len(labels), len(fashion_mnist.CLASS_NAMES),
-        dict(enumerate(fashion_mnist.CLASS_NAMES)), (*images.shape[1:], 1), (), _arrays_reader(images, labels),
+        dict(enumerate(fashion_mnist.CLASS_NAMES)), (*images.shape[1:], 1), (), _arrays_reader(pairs), pairs,
     )
 
 

@@ -22,6 +22,8 @@ tf1 = tf.compat.v1
 
 METRICS_FILENAME = "metrics.json"
 TOP_K = 5
+# TensorBoard tags of the metrics, as official TF-Slim's eval_image_classifier.py names them (plus the loss).
+SUMMARY_TAGS = {"accuracy": "eval/Accuracy", "top5": f"eval/Recall_{TOP_K}", "loss": "eval/loss"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +31,9 @@ class EvalConfig:
     """Options of one evaluation (the field names are the flag names of ``eval_image_classifier.py``)."""
 
     checkpoint_path: str = option("/tmp/tfmodel/", "Checkpoint file, or folder whose latest checkpoint is evaluated.")
-    eval_dir: str = option("/tmp/tfmodel/", "Folder where the metrics (metrics.json) are written.")
+    eval_dir: str = option(
+        "/tmp/tfmodel/", "Folder where the metrics are written (metrics.json and TensorBoard scalars)."
+    )
     master: str = option(
         "", "The address of the TensorFlow master (a running worker server, e.g. grpc://host:2222); '' is local."
     )
@@ -145,8 +149,25 @@ def _sum_over_split(
     return sums, num_examples
 
 
+def write_eval_summaries(eval_dir: str, metrics: Dict[str, object]) -> None:
+    """Write the metrics as TensorBoard scalars in ``eval_dir`` at the checkpoint's global step (0 if it has none)."""
+    summary = tf1.Summary(value=[
+        tf1.Summary.Value(tag=tag, simple_value=float(metrics[key])) for key, tag in SUMMARY_TAGS.items()
+    ])
+    with tf.Graph().as_default():  # FileWriter refuses to run eagerly
+        writer = tf1.summary.FileWriter(eval_dir)
+        try:
+            writer.add_summary(summary, metrics["global_step"] or 0)
+        finally:
+            writer.close()
+
+
 def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> Dict[str, object]:
-    """Evaluate the checkpoint of ``config``; print the metrics, write ``eval_dir/metrics.json`` and return them."""
+    """Evaluate the checkpoint of ``config``; print the metrics, write them to ``eval_dir`` and return them.
+
+    ``eval_dir`` receives ``metrics.json`` and a TensorBoard events file with the metrics at the
+    checkpoint's global step, so evaluating successive checkpoints draws a curve.
+    """
     if config.master:
         raise ValueError(f"--master={config.master} is not yet supported (local evaluation only); use --master=''.")
     if config.max_num_batches is not None and config.max_num_batches < 1:
@@ -166,6 +187,7 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
     }
     with open(os.path.join(config.eval_dir, METRICS_FILENAME), "w", encoding="utf-8") as handle:
         json.dump(metrics, handle, indent=1)
+    write_eval_summaries(config.eval_dir, metrics)
     print_line(" ".join(f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
                         for key, value in metrics.items()))
     return metrics

@@ -1,8 +1,9 @@
 """tf.data input for training and evaluation: decode and preprocess in parallel, shuffle, repeat, batch, prefetch."""
 
 import dataclasses
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from slim_mp.datasets import DatasetSpec
@@ -54,8 +55,12 @@ def _to_three_channels(image: tf.Tensor, use_grayscale: bool) -> tf.Tensor:
     return image
 
 
-def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions) -> tf.data.Dataset:
-    """Return a dataset of ``(images float32 [B, S, S, C], labels int64 [B])`` batches of ``spec``."""
+def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions,
+                 source: Optional[tf.data.Dataset] = None) -> tf.data.Dataset:
+    """Return a dataset of ``(images float32 [B, S, S, C], labels int64 [B])`` batches of ``spec``.
+
+    ``source`` replaces ``spec.make_dataset()`` as the examples read (e.g. the same arrays, fed).
+    """
     check_options(options)
     size = options.image_size
 
@@ -63,7 +68,7 @@ def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOpti
         image = preprocess(_to_three_channels(image, options.use_grayscale), size, size)
         return image, tf.cast(label, tf.int64) - options.labels_offset
 
-    dataset = spec.make_dataset(shuffle_files=options.is_training, seed=options.seed)
+    dataset = source if source is not None else spec.make_dataset(shuffle_files=options.is_training, seed=options.seed)
     if options.num_shards > 1:
         dataset = dataset.shard(options.num_shards, options.shard_index)
     if options.is_training:
@@ -77,6 +82,37 @@ def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOpti
 def make_iterator(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions) -> tf.compat.v1.data.Iterator:
     """Return a one-shot iterator over ``make_dataset`` (graph mode); each ``get_next()`` call is another batch."""
     return tf.compat.v1.data.make_one_shot_iterator(make_dataset(spec, preprocess, options))
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFeed:
+    """The initializer of an iterator over fed arrays, and the arrays to feed it."""
+
+    initializer: tf.Operation
+    feed_dict: Dict[tf.Tensor, np.ndarray]
+
+    def initialize(self, session: tf.compat.v1.Session) -> None:
+        """(Re)start the iterator at the beginning of the data; run once per session before reading."""
+        session.run(self.initializer, feed_dict=self.feed_dict)
+
+
+def make_fed_iterator(
+    spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions
+) -> Tuple[tf.compat.v1.data.Iterator, Optional[InputFeed]]:
+    """Like ``make_iterator``, but in-memory data (``spec.arrays``) is fed through placeholders.
+
+    The graph then holds two placeholders instead of the data as constants, so its GraphDef
+    (TensorBoard's graph view, a checkpoint's ``.meta``) stays small. Returns the iterator and the
+    ``InputFeed`` to run once the session exists (None for file-backed data, whose iterator is one-shot).
+    """
+    if spec.arrays is None:
+        return make_iterator(spec, preprocess, options), None
+    images, labels = spec.arrays
+    fed_images = tf.compat.v1.placeholder(tf.as_dtype(images.dtype), images.shape, name="fed_images")
+    fed_labels = tf.compat.v1.placeholder(tf.as_dtype(labels.dtype), labels.shape, name="fed_labels")
+    source = tf.data.Dataset.from_tensor_slices((fed_images, fed_labels))
+    iterator = tf.compat.v1.data.make_initializable_iterator(make_dataset(spec, preprocess, options, source))
+    return iterator, InputFeed(iterator.initializer, {fed_images: images, fed_labels: labels})
 
 
 def next_batch(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions) -> Tuple[tf.Tensor, tf.Tensor]:

@@ -87,13 +87,20 @@ def train(config: TrainConfig, print_line: Callable[[str], None] = print,
             _restore_or_initialise(built, config.train_dir),
         )
         built.graph.finalize()
-        writer = tf1.summary.FileWriter(config.train_dir) if layout.is_chief else None  # no graph: it embeds datasets
+        writer = _summary_writer(built, config.train_dir) if layout.is_chief else None
         try:
+            if built.input_feed is not None:
+                built.input_feed.initialize(started.session)
             return _loop(built, started.session, writer, config, print_line, on_step, layout.is_chief)
         finally:
             if writer is not None:
                 writer.close()
             started.close()
+
+
+def _summary_writer(built: TrainGraph, train_dir: str) -> tf1.summary.FileWriter:
+    """The chief's TensorBoard writer; its events file starts with the training graph as rewritten by the pass."""
+    return tf1.summary.FileWriter(train_dir, graph=built.graph)
 
 
 def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.FileWriter], config: TrainConfig,

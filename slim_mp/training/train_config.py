@@ -29,6 +29,9 @@ class TrainConfig:
     num_preprocessing_threads: int = option(4, "The number of images decoded and preprocessed in parallel.")
     log_every_n_steps: int = option(10, "Print a progress line every this many steps.")
     save_summaries_secs: int = option(600, "Write TensorBoard summaries every this many seconds.")
+    histogram_summaries: bool = option(
+        True, "Write histograms of the activations and model variables to TensorBoard (off: faster summaries)."
+    )
     save_interval_secs: int = option(600, "Save a checkpoint every this many seconds (and always at the end).")
     task: int = option(0, "Task id of this replica.")
     master: str = option(

@@ -7,16 +7,18 @@ workers' gradients into one update.
 
 import contextlib
 import dataclasses
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
+import tf_slim as slim
 
+from slim_mp.graph_pass.report import RewriteReport
 from slim_mp.training.checkpoint_restore import InitFn, fine_tune_init_fn
 from slim_mp.distribute.clones import ClonePlacement, create_clones, scope_filter
 from slim_mp.distribute.cluster import ClusterLayout
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.fault_injection import inject_nonfinite_gradients
-from slim_mp.training.input_pipeline import InputOptions, make_iterator
+from slim_mp.training.input_pipeline import InputFeed, InputOptions, make_fed_iterator
 from slim_mp.training.learning_rate import make_learning_rate
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.training.model_setup import input_size, network_and_preprocessing
@@ -37,7 +39,8 @@ class TrainGraph:
 
     ``progress`` tensors (loss, step, learning rate, loss scale, skipped steps) are read after
     the train step in the same ``session.run``. ``images_per_step`` counts this process's images
-    (batch size times clones).
+    (batch size times clones). ``input_feed``, when set, must be run once the session exists: it
+    feeds in-memory data (the bundled Fashion-MNIST) that the graph does not embed.
     """
 
     graph: tf.Graph
@@ -50,6 +53,7 @@ class TrainGraph:
     optimizer: tf1.train.Optimizer
     session_ops: SessionOps
     images_per_step: int
+    input_feed: Optional[InputFeed] = None
 
 
 def add_classification_losses(
@@ -90,6 +94,32 @@ def _add_summaries(losses: Dict[str, tf.Tensor], learning_rate: tf.Tensor) -> Op
     return tf1.summary.merge_all()
 
 
+def _add_model_summaries(end_points: Dict[str, tf.Tensor], reports: List[RewriteReport], histograms: bool) -> None:
+    """Add official TF-Slim's model summaries and the share of ops the pass put in low precision.
+
+    Per end point: the fraction of zeros (``sparsity/``) and, with ``histograms``, the activation
+    histogram (``activations/``); with ``histograms`` also one histogram per model variable. The
+    end points are first mapped through the pass's reports: summarising the tensors the network
+    built before the rewrite would run a float32 copy of it.
+    """
+    for report in reports:
+        end_points = report.remap(end_points)
+    with tf.name_scope("summaries/"):  # the absolute scope: the loss scalars' "summaries" keeps its name
+        for name, tensor in end_points.items():
+            if not tensor.dtype.is_floating:
+                continue
+            tf1.summary.scalar(f"sparsity/{name}", tf.nn.zero_fraction(tensor))
+            if histograms:
+                tf1.summary.histogram(f"activations/{name}", tensor)
+        if histograms:
+            for variable in slim.get_model_variables():
+                tf1.summary.histogram(variable.op.name, variable)
+        considered = sum(report.ops_considered for report in reports)
+        if considered:
+            converted = sum(report.ops_converted for report in reports)
+            tf1.summary.scalar("mixed_precision/low_precision_op_fraction", tf.constant(converted / considered))
+
+
 def _clone_placement(config: TrainConfig, layout: ClusterLayout) -> ClonePlacement:
     """Where the clones run; several GPU clones need that many GPUs on this machine."""
     placement = ClonePlacement(config.num_clones, config.clone_on_cpu, variables_on_ps=layout.distributed)
@@ -117,8 +147,8 @@ def _model_fn(iterator: tf1.data.Iterator, network_fn, inputs_device: str, num_c
 
 
 def _input_iterator(config: TrainConfig, dataset: DatasetSpec, preprocess, network_fn,
-                    inputs_device: str) -> tf1.data.Iterator:
-    """The training batches of this worker (its shard of the data when there are several workers)."""
+                    inputs_device: str) -> Tuple[tf1.data.Iterator, Optional[InputFeed]]:
+    """The training batches of this worker (its shard of the data when there are several workers), and their feed."""
     options = InputOptions(
         batch_size=config.batch_size,
         image_size=input_size(config.train_image_size, network_fn, "--train_image_size"),
@@ -131,7 +161,7 @@ def _input_iterator(config: TrainConfig, dataset: DatasetSpec, preprocess, netwo
         shard_index=config.task,
     )
     with tf.device(inputs_device):
-        return make_iterator(dataset, preprocess, options)
+        return make_fed_iterator(dataset, preprocess, options)
 
 
 def _optimizer(config: TrainConfig, learning_rate: tf.Tensor) -> tf1.train.Optimizer:
@@ -163,7 +193,7 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         )
         global_step = tf1.train.get_or_create_global_step()
         inputs_device = f"{layout.worker_device}/device:CPU:0"
-        iterator = _input_iterator(config, dataset, preprocess, network_fn, inputs_device)
+        iterator, input_feed = _input_iterator(config, dataset, preprocess, network_fn, inputs_device)
         clones = create_clones(
             _model_fn(iterator, network_fn, inputs_device, num_classes, config.label_smoothing),
             _clone_placement(config, layout),
@@ -188,13 +218,16 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         losses = {f"losses/{loss.op.name}": loss for loss in tf1.losses.get_losses(scope=scope_filter(clones[0].scope))}
         losses["losses/regularization"] = tf1.losses.get_regularization_loss()
         losses["total_loss"] = step.train_tensor
+        _add_model_summaries(
+            clones[0].outputs, getattr(optimizer, "rewrite_reports", []), config.histogram_summaries
+        )
         summary_op = _add_summaries(losses, learning_rate)
         progress = _progress_tensors(step.train_tensor, global_step, learning_rate, optimizer)
         saver = tf1.train.Saver(max_to_keep=None, save_relative_paths=True)
         session_ops = make_session_ops(layout.is_chief, step.sync_optimizer)
     return TrainGraph(
         graph, global_step, progress, summary_op, saver, init_fn, dataset, optimizer, session_ops,
-        images_per_step=config.batch_size * config.num_clones,
+        images_per_step=config.batch_size * config.num_clones, input_feed=input_feed,
     )
 
 

@@ -1,0 +1,38 @@
+"""Export a network's inference graph, optionally with frozen weights, in float32 or low precision.
+
+    python scripts/export_inference_graph.py --model_name=lenet --dataset_name=fashion_mnist \
+        --checkpoint_path=runs/lenet --precision=bfloat16 --output_file=runs/lenet/frozen_bf16.pb \
+        --saved_model_dir=runs/lenet/saved_model_bf16
+
+The flags of TF-Slim's official ``export_inference_graph.py`` keep their names and defaults
+(``--quantize`` is refused); ``--checkpoint_path`` freezes the weights into the graph,
+``--precision`` rewrites it for float16 / bfloat16 inference (weights stored in that type; input
+and outputs stay float32) and ``--saved_model_dir`` also writes a SavedModel for serving.
+"""
+
+from slim_mp.export.exporter import export_model
+from slim_mp.export.inference_graph import ExportConfig
+from slim_mp.training import cli as flags
+
+flags.define_flags(
+    ExportConfig,
+    help_overrides={
+        "checkpoint_path": "Checkpoint file, or folder whose latest checkpoint is frozen into the graph; "
+                           "unset writes the graph without weights.",
+        "batch_size": "Batch size of the exported model; unset lets callers choose it at run time.",
+        "dataset_dir": "Folder of the dataset files, read only to count classes (unset for official and "
+                       "bundled data sets).",
+        "dataset_name": "The data set the model was trained on (gives the number of classes).",
+        "precision": "Inference precision: float32, or bfloat16 / float16 (graph rewritten by the pass, weights "
+                     "stored in that type; input and outputs stay float32).",
+    },
+)
+
+
+def main() -> None:
+    """Export with the options given on the command line."""
+    export_model(flags.config_from_flags(ExportConfig))
+
+
+if __name__ == "__main__":
+    flags.run(main)

@@ -1,0 +1,1 @@
+"""From a trained checkpoint to a servable model: inference graphs, frozen weights, SavedModels (issue 16)."""

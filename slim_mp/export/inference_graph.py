@@ -1,0 +1,170 @@
+"""Build the inference graph of ``export_inference_graph.py``, rewritten for low precision, and freeze its weights.
+
+The graph is the one TF-Slim's official script writes (a float32 placeholder named ``input`` of
+shape ``[batch_size, image_size, image_size, 3]`` feeding the network) plus three named float32
+outputs, so callers never see the compute precision: ``logits``, ``probabilities`` (softmax) and
+``classes`` (top-1 class, int64).
+"""
+
+import dataclasses
+import os
+from typing import Dict, Optional
+
+import tensorflow as tf
+
+from nets import nets_factory
+from slim_mp.datasets import get_dataset
+from slim_mp.config_fields import option
+from slim_mp.datasets.official import OFFICIAL_DATASETS
+from slim_mp.export.low_precision_weights import fold_weight_casts
+from slim_mp.graph_pass.report import RewriteReport
+from slim_mp.graph_pass.rewrite import rewrite
+from slim_mp.training.model_setup import check_model_name, input_size
+from slim_mp.training.precision_flags import PrecisionOptions
+
+tf1 = tf.compat.v1
+
+INPUT_NAME = "input"
+OUTPUT_NAMES = ("logits", "probabilities", "classes")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig:
+    """Options of one export (the field names are the flag names of ``export_inference_graph.py``).
+
+    The first eleven are TF-Slim's official flags with their defaults; ``checkpoint_path`` freezes
+    weights into the graph, ``saved_model_dir`` also writes a SavedModel, and the precision
+    options rewrite the graph for float16 / bfloat16 inference.
+    """
+
+    model_name: str = option("inception_v3", "The name of the network to export (see nets/nets_factory.py).")
+    is_training: bool = option(False, "Export the training-mode network (batch norm on batch statistics, dropout on).")
+    image_size: Optional[int] = option(None, "The image size of the exported input; unset means the network's default.")
+    batch_size: Optional[int] = option(None, "The batch size of the exported input; unset accepts any batch size.")
+    dataset_name: str = option("imagenet", "The dataset whose number of classes the network's head has.")
+    labels_offset: int = option(
+        0, "An offset subtracted from the number of classes (e.g. 1 for ImageNet checkpoints without background)."
+    )
+    output_file: str = option("", "Where to write the inference graph (GraphDef).")
+    dataset_dir: str = option("", "The folder of the dataset files (only read for datasets described by their files).")
+    quantize: bool = option(False, "Quantized graph export: not supported (use --precision for a smaller, faster model).")
+    write_text_graphdef: bool = option(False, "Write the graph as a text GraphDef instead of a binary one.")
+    use_grayscale: bool = option(False, "Export a network that reads single-channel (grayscale) images.")
+    checkpoint_path: Optional[str] = option(
+        None, "Checkpoint file or folder (its latest checkpoint) whose weights are frozen into the graph."
+    )
+    saved_model_dir: Optional[str] = option(
+        None, "Also write a SavedModel (signature serving_default) to this new folder."
+    )
+    precision_options: PrecisionOptions = dataclasses.field(default_factory=PrecisionOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceGraph:
+    """The built graph, its input and output tensors, and the pass's report (None for float32)."""
+
+    graph: tf.Graph
+    images: tf.Tensor
+    outputs: Dict[str, tf.Tensor]
+    report: Optional[RewriteReport]
+
+
+def check_export_config(config: ExportConfig) -> None:
+    """Raise ValueError naming the flag for options this exporter cannot honour, before any work."""
+    if config.quantize:
+        raise ValueError("--quantize is not supported (slim_mp has no quantized graphs); drop it, or export "
+                         "--precision=bfloat16 / float16 for smaller, faster inference.")
+    if not config.output_file and not config.saved_model_dir:
+        raise ValueError("--output_file is empty; pass the path to write the graph to (or --saved_model_dir).")
+    if config.saved_model_dir and not config.checkpoint_path:
+        raise ValueError("--saved_model_dir needs trained weights; pass --checkpoint_path too.")
+    for flag, value in (("image_size", config.image_size), ("batch_size", config.batch_size)):
+        if value is not None and value < 1:
+            raise ValueError(f"--{flag}={value} must be a positive integer, or unset.")
+    if config.labels_offset < 0:
+        raise ValueError(f"--labels_offset={config.labels_offset} must be >= 0.")
+    check_model_name(config.model_name)
+
+
+def _num_classes(config: ExportConfig) -> int:
+    """Classes of ``--dataset_name`` minus ``--labels_offset``; official data sets need no files for this."""
+    if config.dataset_name in OFFICIAL_DATASETS:
+        total = OFFICIAL_DATASETS[config.dataset_name].num_classes
+    else:
+        total = get_dataset(config.dataset_name, "train", config.dataset_dir or None).num_classes
+    if total - config.labels_offset < 1:
+        raise ValueError(f"--labels_offset={config.labels_offset} leaves no class of {config.dataset_name}; lower it.")
+    return total - config.labels_offset
+
+
+def build_inference_graph(config: ExportConfig) -> InferenceGraph:
+    """Build input placeholder, network (rewritten for ``config``'s precision) and the float32 outputs."""
+    graph = tf.Graph()
+    precision = config.precision_options
+    with graph.as_default():
+        network_fn = nets_factory.get_network_fn(
+            config.model_name, num_classes=_num_classes(config), is_training=config.is_training
+        )
+        size = input_size(config.image_size, network_fn, "--image_size")
+        channels = 1 if config.use_grayscale else 3
+        images = tf1.placeholder(tf.float32, [config.batch_size, size, size, channels], name=INPUT_NAME)
+        logits, _ = network_fn(images)
+        report = None
+        if precision.mixed:
+            report = rewrite(logits, precision.precision, include_update_ops=False, **precision.rewrite_options())
+            logits = report.remap(logits)
+        logits = tf.identity(tf.cast(logits, tf.float32), name=OUTPUT_NAMES[0])
+        outputs = {
+            "logits": logits,
+            "probabilities": tf.nn.softmax(logits, name=OUTPUT_NAMES[1]),
+            "classes": tf.argmax(logits, axis=-1, name=OUTPUT_NAMES[2]),
+        }
+    return InferenceGraph(graph, images, outputs, report)
+
+
+def _restore(built: InferenceGraph, session: tf1.Session, checkpoint: str, model_name: str) -> None:
+    """Restore every variable of the inference graph; ValueError naming the flags for another model's checkpoint."""
+    saver = tf1.train.Saver(tf1.global_variables())
+    try:
+        saver.restore(session, checkpoint)
+    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:
+        raise ValueError(
+            f"--checkpoint_path={checkpoint} does not hold the variables of --model_name={model_name} "
+            f"({type(error).__name__}); check --model_name, --dataset_name and --labels_offset."
+        ) from error
+
+
+def freeze_graph(built: InferenceGraph, checkpoint: str, model_name: str) -> tf1.GraphDef:
+    """Return the graph with ``checkpoint``'s weights as constants, pruned to the outputs.
+
+    Weights read by low-precision ops are stored in that precision (see ``fold_weight_casts``).
+    """
+    with tf1.Session(graph=built.graph) as session:
+        _restore(built, session, checkpoint, model_name)
+        frozen = tf1.graph_util.convert_variables_to_constants(
+            session, built.graph.as_graph_def(), list(OUTPUT_NAMES)
+        )
+    return tf1.graph_util.extract_sub_graph(fold_weight_casts(frozen), list(OUTPUT_NAMES))
+
+
+def check_writable_file(path: str, flag: str) -> None:
+    """Create ``path``'s folder if needed and check a file can be written there; ValueError naming ``flag``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = os.path.join(folder, f".{os.path.basename(path)}.probe-{os.getpid()}")
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ValueError(f"{flag}={path} cannot be written ({reason}); pass a path in a folder you can write to.") \
+            from error
+
+
+def write_graph_def(graph_def: tf1.GraphDef, path: str, as_text: bool) -> None:
+    """Write ``graph_def`` to ``path`` (binary, or text with ``--write_text_graphdef``) via a temporary file."""
+    temporary = f"{path}.tmp-{os.getpid()}"
+    tf.io.write_graph(graph_def, os.path.dirname(os.path.abspath(path)), os.path.basename(temporary), as_text=as_text)
+    os.replace(temporary, path)
+
