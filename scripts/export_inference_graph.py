@@ -12,27 +12,15 @@ and outputs stay float32) and ``--saved_model_dir`` also writes a SavedModel for
 
 from slim_mp.export.exporter import export_model
 from slim_mp.export.inference_graph import ExportConfig
-from slim_mp.training import cli as flags
+from slim_mp.training import cli
 
-flags.define_flags(
-    ExportConfig,
-    help_overrides={
-        "checkpoint_path": "Checkpoint file, or folder whose latest checkpoint is frozen into the graph; "
-                           "unset writes the graph without weights.",
-        "batch_size": "Batch size of the exported model; unset lets callers choose it at run time.",
-        "dataset_dir": "Folder of the dataset files, read only to count classes (unset for official and "
-                       "bundled data sets).",
-        "dataset_name": "The data set the model was trained on (gives the number of classes).",
-        "precision": "Inference precision: float32, or bfloat16 / float16 (graph rewritten by the pass, weights "
-                     "stored in that type; input and outputs stay float32).",
-    },
-)
+cli.define_flags(ExportConfig)
 
 
 def main() -> None:
     """Export with the options given on the command line."""
-    export_model(flags.config_from_flags(ExportConfig))
+    export_model(cli.config_from_flags(ExportConfig))
 
 
 if __name__ == "__main__":
-    flags.run(main)
+    cli.run(main)

@@ -38,20 +38,31 @@ class ExportConfig:
     """
 
     model_name: str = option("inception_v3", "The name of the network to export (see nets/nets_factory.py).")
-    is_training: bool = option(False, "Export the training-mode network (batch norm on batch statistics, dropout on).")
-    image_size: Optional[int] = option(None, "The image size of the exported input; unset means the network's default.")
-    batch_size: Optional[int] = option(None, "The batch size of the exported input; unset accepts any batch size.")
-    dataset_name: str = option("imagenet", "The dataset whose number of classes the network's head has.")
+    is_training: bool = option(
+        False, "Export the training-mode network (batch norm on batch statistics, dropout on)."
+    )
+    image_size: Optional[int] = option(
+        None, "The image size of the exported input; unset means the network's default."
+    )
+    batch_size: Optional[int] = option(
+        None, "Batch size of the exported model; unset lets callers choose it at run time."
+    )
+    dataset_name: str = option("imagenet", "The data set the model was trained on (gives the number of classes).")
     labels_offset: int = option(
         0, "An offset subtracted from the number of classes (e.g. 1 for ImageNet checkpoints without background)."
     )
     output_file: str = option("", "Where to write the inference graph (GraphDef).")
-    dataset_dir: str = option("", "The folder of the dataset files (only read for datasets described by their files).")
-    quantize: bool = option(False, "Quantized graph export: not supported (use --precision for a smaller, faster model).")
+    dataset_dir: str = option(
+        "", "Folder of the dataset files, read only to count classes (unset for official and bundled data sets)."
+    )
+    quantize: bool = option(
+        False, "Quantized graph export: not supported (use --precision for a smaller, faster model)."
+    )
     write_text_graphdef: bool = option(False, "Write the graph as a text GraphDef instead of a binary one.")
     use_grayscale: bool = option(False, "Export a network that reads single-channel (grayscale) images.")
     checkpoint_path: Optional[str] = option(
-        None, "Checkpoint file or folder (its latest checkpoint) whose weights are frozen into the graph."
+        None, "Checkpoint file, or folder whose latest checkpoint is frozen into the graph; unset writes the graph "
+        "without weights."
     )
     saved_model_dir: Optional[str] = option(
         None, "Also write a SavedModel (signature serving_default) to this new folder."
