@@ -4,12 +4,14 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import tensorflow as tf
 
+from slim_mp.loss_scale.finite_check import gradient_values
 from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 from slim_mp.loss_scale.policy import LossScaleLike, make_loss_scale_manager
 from slim_mp.precision import PrecisionLike, resolve_precision
 from slim_mp.graph_pass.report import RewriteReport
 from slim_mp.graph_pass.rewrite import rewrite
+from slim_mp.numerics.nonfinite import NonfiniteProbe
 
 
 class MixedPrecisionOptimizer(LossScaleOptimizer):
@@ -23,13 +25,16 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
 
     def __init__(self, opt: tf.compat.v1.train.Optimizer, loss_scale_manager: LossScaleManager,
                  precision: tf.DType, rewrite_options: Dict[str, Any],
-                 max_consecutive_skips_at_min: Optional[int] = 100, count_skipped_steps: bool = False) -> None:
+                 max_consecutive_skips_at_min: Optional[int] = 100, count_skipped_steps: bool = False,
+                 debug_nonfinite: bool = False) -> None:
         super().__init__(opt, loss_scale_manager, max_consecutive_skips_at_min,
                          count_skipped_steps=count_skipped_steps)
         self.precision = precision
         self._rewrite_options = rewrite_options
         self._rewritten: Set[Tuple[tf.Graph, str]] = set()
         self.rewrite_reports: list = []
+        self._debug_nonfinite = debug_nonfinite
+        self.nonfinite_probes: List[NonfiniteProbe] = []
 
     def rewrite_losses(self, losses: Sequence[tf.Tensor]) -> List[tf.Tensor]:
         """Rewrite, in one pass, the graph computing those ``losses`` not yet rewritten; return them remapped."""
@@ -46,7 +51,12 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
         if callable(loss):
             loss = loss()
         (loss,) = self.rewrite_losses([loss])
-        return super().compute_gradients(loss, *args, **kwargs)
+        grads_and_vars = super().compute_gradients(loss, *args, **kwargs)
+        if self._debug_nonfinite:
+            gradients = [gradient_values(g) for g, _ in grads_and_vars if g is not None]
+            if gradients:
+                self.nonfinite_probes.append(NonfiniteProbe(loss, gradients, self.gradients_loss_scale))
+        return grads_and_vars
 
 
 def enable_mixed_precision(
@@ -55,12 +65,16 @@ def enable_mixed_precision(
     loss_scale: LossScaleLike = None,
     max_consecutive_skips_at_min: Optional[int] = 100,
     count_skipped_steps: bool = False,
+    debug_nonfinite: bool = False,
     **rewrite_options: Any,
 ) -> MixedPrecisionOptimizer:
     """Wrap ``optimizer`` for mixed-precision training; the graph is rewritten when gradients are computed.
 
     ``rewrite_options`` go to ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...).
     ``count_skipped_steps=True`` is for ``SyncReplicasOptimizer`` (see ``LossScaleOptimizer``).
+    ``debug_nonfinite=True`` builds, per gradient computation, a ``NonfiniteProbe`` (kept in
+    ``optimizer.nonfinite_probes``): an extra fetch, never run by the train step, that a loop runs
+    after a skipped step to name the op where inf/NaN first appeared (the training loop does).
 
     Example::
 
@@ -73,5 +87,6 @@ def enable_mixed_precision(
     dtype = resolve_precision(precision)
     manager = make_loss_scale_manager(loss_scale, dtype)
     return MixedPrecisionOptimizer(
-        optimizer, manager, dtype, rewrite_options, max_consecutive_skips_at_min, count_skipped_steps
+        optimizer, manager, dtype, rewrite_options, max_consecutive_skips_at_min, count_skipped_steps,
+        debug_nonfinite,
     )

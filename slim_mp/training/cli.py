@@ -87,6 +87,8 @@ HELP: Dict[str, str] = {
     "mp_deny_ops": "Op types to keep in float32 (comma-separated).",
     "mp_keep_fp32_scopes": "Name scopes whose ops stay in float32 (comma-separated), e.g. the logits layer.",
     "mp_report": "Write the graph pass's report to this JSON file.",
+    "mp_debug_nonfinite": "After a step skipped for inf/NaN gradients, replay its batch and log the op where the "
+                          "first non-finite value appeared (forward or backward, low precision or not).",
     "loss_scale": "'dynamic' or a fixed number; unset means dynamic for float16 and none for bfloat16.",
     "loss_scale_init": "Initial dynamic loss scale.",
     "loss_scale_incr_every_n_steps": "Grow the dynamic loss scale after this many finite steps in a row.",

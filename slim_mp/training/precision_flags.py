@@ -27,6 +27,7 @@ class PrecisionOptions:
     mp_deny_ops: Tuple[str, ...] = ()
     mp_keep_fp32_scopes: Tuple[str, ...] = ()
     mp_report: Optional[str] = None
+    mp_debug_nonfinite: bool = False
 
     def __post_init__(self) -> None:
         try:

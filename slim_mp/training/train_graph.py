@@ -142,7 +142,7 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor) -> tf1.train.Optim
         return optimizer
     return enable_mixed_precision(
         optimizer, precision.precision, loss_scale=config.loss_scale_options.manager(precision.precision),
-        count_skipped_steps=config.sync_replicas,
+        count_skipped_steps=config.sync_replicas, debug_nonfinite=precision.mp_debug_nonfinite,
         device_type="CPU" if config.clone_on_cpu else None,
         **precision.rewrite_options(),
     )
