@@ -116,7 +116,7 @@ def _model_fn(iterator: tf1.data.Iterator, network_fn, inputs_device: str, num_c
     return model
 
 
-def _input_iterator(config: TrainConfig, dataset: DatasetSpec, preprocess, network_fn,
+def training_input_iterator(config: TrainConfig, dataset: DatasetSpec, preprocess, network_fn,
                     inputs_device: str) -> tf1.data.Iterator:
     """The training batches of this worker (its shard of the data when there are several workers)."""
     options = InputOptions(
@@ -163,7 +163,7 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         )
         global_step = tf1.train.get_or_create_global_step()
         inputs_device = f"{layout.worker_device}/device:CPU:0"
-        iterator = _input_iterator(config, dataset, preprocess, network_fn, inputs_device)
+        iterator = training_input_iterator(config, dataset, preprocess, network_fn, inputs_device)
         clones = create_clones(
             _model_fn(iterator, network_fn, inputs_device, num_classes, config.label_smoothing),
             _clone_placement(config, layout),
