@@ -39,6 +39,16 @@ class NetworkGraph:
     initialise: Callable[[tf1.Session], None]
 
 
+def _distinct_tensors(end_points: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The end points in network order, each tensor once (nets list some under two names)."""
+    seen, distinct = set(), {}
+    for name, tensor in end_points.items():
+        if tensor.ref() not in seen:
+            seen.add(tensor.ref())
+            distinct[name] = tensor
+    return distinct
+
+
 def build_network_graph(config: TrainConfig, is_training: bool) -> NetworkGraph:
     """Build ``config``'s network in float32 on its training batches, with its losses (nothing runs yet).
 
@@ -57,8 +67,7 @@ def build_network_graph(config: TrainConfig, is_training: bool) -> NetworkGraph:
         )
         images, labels = training_input_iterator(config, dataset, preprocess, network_fn, "/device:CPU:0").get_next()
         logits, end_points = network_fn(images)
-        end_points = dict(end_points)
-        end_points.setdefault("Logits", logits)
+        end_points = _distinct_tensors(end_points)
         add_classification_losses(logits, end_points, labels, num_classes, config.label_smoothing)
         loss = tf1.losses.get_total_loss()
         restore = fine_tune_init_fn(config.checkpoint_path, parse_scopes(config.checkpoint_exclude_scopes),
@@ -87,7 +96,12 @@ def run_audit(config: TrainConfig, steps: int, output_dir: str, precision: str) 
     """Audit ``steps`` batches of ``config``'s float32 network for ``precision``; write audit.json/.md/.png."""
     from slim_mp.measure.numerics_plot import plot_audit  # matplotlib: the plots extra
 
-    dtype = resolve_precision(precision)
+    try:
+        dtype = resolve_precision(precision)
+    except ValueError as error:
+        raise ValueError(f"--precision={precision}: {error}") from error
+    if steps < 1:
+        raise ValueError(f"--steps={steps} must be a positive integer; pass e.g. --steps=5.")
     prepare_output_dir(output_dir, "--output_dir")
     built = build_network_graph(config, is_training=True)
     with built.graph.as_default(), tf1.Session(graph=built.graph) as session:

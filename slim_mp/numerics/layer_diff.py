@@ -7,6 +7,8 @@ The end points are evaluated in float32, then the graph computing them is rewrit
 
 import dataclasses
 import math
+import os
+import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -60,8 +62,9 @@ def layer_diff(end_points: Mapping[str, tf.Tensor], precision: PrecisionLike, se
     """Evaluate ``end_points`` in float32, rewrite their graph to ``precision`` in place, evaluate them again.
 
     Run it on a float32 inference graph whose variables are initialised in ``session`` (not
-    finalized: the rewrite adds ops). ``feeds`` must pin the batch (e.g. feed the images tensor) so
-    both runs see the same one. ``float32`` skips the rewrite and re-runs the same graph: the
+    finalized: the rewrite adds ops). The rewritten graph runs in a new session of the same target
+    holding the same weights (a session ignores changes to ops it has run). ``feeds`` must pin the
+    batch (e.g. feed the images tensor) so both runs see the same one. ``float32`` skips the rewrite and re-runs the same graph: the
     errors are then those of the runs' own non-determinism (zero on a CPU).
 
     Args:
@@ -82,11 +85,19 @@ def layer_diff(end_points: Mapping[str, tf.Tensor], precision: PrecisionLike, se
     if not chosen:
         raise ValueError("end_points holds no floating-point tensor; pass the network's end_points dict.")
     reference = session.run(chosen, feed_dict=feeds)
-    report = None
-    if dtype != tf.float32:
+    if dtype == tf.float32:
+        low = session.run(chosen, feed_dict=feeds)
+        return LayerDiff(dtype.name, [_compare(name, reference[name], low[name]) for name in chosen], None)
+    graph = session.graph
+    with graph.as_default(), tempfile.TemporaryDirectory() as folder:
+        saver = tf.compat.v1.train.Saver(tf.compat.v1.global_variables())
+        weights = saver.save(session, os.path.join(folder, "weights"), write_meta_graph=False)
         report = rewrite(list(chosen.values()), dtype, **rewrite_options)
         chosen = report.remap(chosen)
-    low = session.run(chosen, feed_dict=feeds)
+        # A session keeps the ops it already ran as they were: the rewritten graph needs a new one.
+        with tf.compat.v1.Session(graph=graph, target=session.sess_str) as rewritten:
+            saver.restore(rewritten, weights)
+            low = rewritten.run(chosen, feed_dict=feeds)
     return LayerDiff(dtype.name, [_compare(name, reference[name], low[name]) for name in chosen], report)
 
 
