@@ -194,3 +194,22 @@ def test_op_scope_and_bad_steps():
         loss = tf.reduce_sum(slim.fully_connected(x, 2))
         with pytest.raises(ValueError, match="steps=0"):
             slim_mp.audit(loss, "float16", tf1.Session(), steps=0)
+
+
+def test_batch_norm_statistics_stay_float32_and_are_not_flagged():
+    # Conv outputs of a few hundred: their batch variance (> 65504) is a float32 output of the rewritten
+    # FusedBatchNormV3, so only the normalized output counts against float16.
+    images = np.random.default_rng(0).normal(size=(4, 8, 8, 3)).astype(np.float32)
+    with tf.Graph().as_default():
+        x = tf1.placeholder(tf.float32, images.shape)
+        net = slim.conv2d(x, 8, [3, 3], weights_initializer=tf1.constant_initializer(60.0),
+                          normalizer_fn=slim.batch_norm, normalizer_params={"is_training": True}, scope="conv")
+        loss = tf.reduce_mean(slim.conv2d(net, 4, [1, 1], scope="head"))  # keeps the batch norm between low ops
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            variance = session.run(tf.math.reduce_variance(
+                tf1.get_default_graph().get_tensor_by_name("conv/Conv2D:0"), axis=[0, 1, 2]), {x: images})
+            result = slim_mp.audit(loss, "float16", session, {x: images}, steps=1)
+    assert variance.max() > FP16_MAX
+    assert result.recommendation.keep_fp32_scopes == ()
+    assert _row(result, "conv/BatchNorm/FusedBatchNormV3", "activation").max_abs < 10

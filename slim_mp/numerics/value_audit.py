@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass.rewrite import plan_rewrite
+from slim_mp.graph_pass.rewrite import RewritePlan, plan_rewrite
 from slim_mp.loss_scale.finite_check import gradient_values
 from slim_mp.numerics.limits import HISTOGRAM_BINS, LOG2_HIGH, LOG2_LOW, TypeLimits, type_limits
 from slim_mp.precision import PrecisionLike, resolve_precision
@@ -133,8 +133,16 @@ def _build_probe(tensors: Sequence[tf.Tensor], owners: Sequence[tf.Operation], l
     return _Probe(list(owners), tf.stack(rows), tf.math.add_n(list(histograms)))
 
 
-def _float_outputs(op: tf.Operation) -> List[tf.Tensor]:
-    return [t for t in op.outputs if t.dtype.base_dtype == tf.float32]
+def _low_outputs(plan: RewritePlan, op: tf.Operation) -> List[tf.Tensor]:
+    """The float32 outputs the pass would turn low (batch norm's statistics, for one, stay float32)."""
+    carries = plan.decisions[op].ports.data_outputs
+    return [t for t, data in zip(op.outputs, carries) if data and t.dtype.base_dtype == tf.float32]
+
+
+def _low_inputs(plan: RewritePlan, op: tf.Operation) -> List[tf.Tensor]:
+    """The inputs a low op reads in low precision (cast down when their producer stays float32)."""
+    carries = plan.decisions[op].ports.data_inputs
+    return [t for t, data in zip(op.inputs, carries) if data]
 
 
 def _aggregate(owners: Sequence[tf.Operation], totals: np.ndarray, kind: str) -> List[OpRange]:
@@ -211,7 +219,7 @@ def _overflowing_scopes(fetches: Any, precision: tf.DType, activations: List[OpR
         plan = plan_rewrite(fetches, precision, keep_fp32_scopes=kept + sorted(scopes), **options)
         low = set(plan.low_ops)
         added = {op_scope(op.name) for op in plan.low_ops
-                 if any(t.name in overflowing and t.op not in low for t in op.inputs)} - scopes
+                 if any(t.name in overflowing and t.op not in low for t in _low_inputs(plan, op))} - scopes
         if not added:
             break
         scopes |= added
@@ -266,7 +274,7 @@ def audit(
     if not plan.low_ops:
         raise ValueError(f"the pass would lower no op of these fetches to {dtype.name}; nothing to audit.")
     loss = loss if loss is not None else _single_scalar_loss(fetches)
-    outputs = [(op, t) for op in plan.low_ops for t in _float_outputs(op)]
+    outputs = [(op, t) for op in plan.low_ops for t in _low_outputs(plan, op)]
     graph = plan.region.graph
     with graph.as_default(), tf.name_scope("value_audit"):
         activations = _build_probe([t for _, t in outputs], [op for op, _ in outputs], limits)
