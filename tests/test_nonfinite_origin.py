@@ -11,6 +11,7 @@ from absl import logging as absl_logging
 import slim_mp
 from slim_mp.training.loop import train
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
+from nets import nets_factory
 from tests.test_training_library import lenet_config
 
 tf1 = tf.compat.v1
@@ -42,11 +43,14 @@ def _run_skipped_step(risky, bad_input: np.ndarray, precision: str = "bfloat16",
         with tf1.Session() as session:
             session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
             good = np.full([BATCH, FEATURES], 0.5, np.float32)
-            _, captured = session.run([train_op, probe.captured], {x: good})
-            assert probe.diagnose(session, captured, {x: good}) is None
-            _, captured = session.run([train_op, probe.captured], {x: bad_input})
-            skipped = session.run(optimizer.skipped_steps)
-            return probe.diagnose(session, captured, {x: bad_input}), skipped
+            for batch in (good, bad_input):
+                _, captured = session.run([train_op, probe.captured], {x: batch})
+                replay = dict(zip(probe.captured, captured))
+                replay[x] = batch
+                origin = probe.diagnose(session, replay)
+                if batch is good:
+                    assert origin is None
+            return origin, session.run(optimizer.skipped_steps)
 
 
 def test_nan_in_the_forward_pass_names_the_op():
@@ -136,3 +140,30 @@ def test_normal_steps_of_the_loop_diagnose_nothing(tmp_path, warnings_logged):
     result = train(dataclasses.replace(config, max_number_of_steps=3), print_line=lambda line: None)
     assert result.global_step == 3
     assert not [line for line in warnings_logged if "non-finite" in line]
+
+
+def _lenet_checkpoint_with_huge_conv2(folder: str) -> str:
+    """A LeNet checkpoint whose conv2 weights are 3e4 times too large: representable in float16, its output is not."""
+    with tf.Graph().as_default():
+        tf1.set_random_seed(0)
+        network_fn = nets_factory.get_network_fn("lenet", num_classes=10, is_training=True)
+        network_fn(tf.zeros([1, 28, 28, 3]))
+        (weights,) = [v for v in tf1.global_variables() if v.op.name == "LeNet/conv2/weights"]
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            session.run(weights.assign(weights * 3e4))
+            return tf1.train.Saver().save(session, f"{folder}/huge.ckpt")
+
+
+def test_a_failed_loss_check_is_explained_with_the_forward_op(tmp_path):
+    checkpoint = _lenet_checkpoint_with_huge_conv2(str(tmp_path / "init"))
+    config = lenet_config(
+        str(tmp_path / "train"), checkpoint_path=checkpoint, weight_decay=0.0,
+        precision_options=PrecisionOptions(precision="float16", mp_debug_nonfinite=True),
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        train(config, print_line=lambda line: None)
+    message = raised.value.message
+    assert "The loss is inf or NaN" in message
+    assert "first non-finite value came from op 'LeNet/conv2/Conv2D_fp16'" in message
+    assert "forward pass, low precision (float16)" in message

@@ -2,9 +2,9 @@
 
 A ``NonfiniteProbe`` is built once, next to the gradients, and adds one fetch (a bool vector, one
 flag per float tensor of the forward and backward pass) that the train step never runs. After a
-step is skipped, the loop feeds the captured batch and loss scale of that step back in and fetches
-the flags; the first tensor in execution (topological) order that is not finite names the op where
-inf/NaN first appeared.
+step is skipped (or its loss check fails), the loop feeds that step's batch and loss scale (the
+``captured`` tensors) back in and fetches the flags; the first tensor in execution (topological)
+order that is not finite names the op where inf/NaN first appeared.
 """
 
 import dataclasses
@@ -72,16 +72,19 @@ class NonfiniteProbe:
         with region.graph.as_default(), tf.name_scope("nonfinite_probe"):
             self._flags = tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in self._tensors])
 
-    def diagnose(self, session: tf.compat.v1.Session, captured_values: Sequence[np.ndarray],
-                 feed_dict: Optional[Dict] = None) -> Optional[NonfiniteOrigin]:
-        """Re-run with ``captured_values`` (of ``captured``, from the failing step) fed; None if all is finite."""
-        feed = dict(feed_dict or {})
-        feed.update(zip(self.captured, captured_values))
-        flags = session.run(self._flags, feed_dict=feed)
-        bad = np.flatnonzero(~flags)
+    def diagnose(self, session: tf.compat.v1.Session, feed_dict: Dict) -> Optional[NonfiniteOrigin]:
+        """Run the flags with ``feed_dict`` (the failing step's values of ``captured``, and any placeholders).
+
+        Returns the first op, in execution order, with a non-finite output, or None if all is finite.
+        """
+        fetches = {"flags": self._flags}
+        if self._loss_scale is not None:
+            fetches["loss_scale"] = self._loss_scale
+        values = session.run(fetches, feed_dict=feed_dict)
+        bad = np.flatnonzero(~values["flags"])
         if bad.size == 0:
             return None
         tensor = self._tensors[bad[0]]
-        scale = None if self._loss_scale is None else float(captured_values[len(self.captured) - 1])
+        scale = float(values["loss_scale"]) if "loss_scale" in values else None
         return NonfiniteOrigin(tensor.op.name, tensor.op.type, self._backward[bad[0]],
                                tensor.dtype.base_dtype.name, scale)

@@ -112,9 +112,10 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
                 now = time.monotonic()
                 summary_due = writer is not None and now - last_summary >= config.save_summaries_secs
                 fetches = dict(built.progress, summary=built.summary_op) if summary_due else built.progress
-                with watch.explaining_divergence():
-                    values = session.run(dict(fetches, **watch.fetches()))
-                watch.after_step(session, values)
+                feed = watch.capture(session)
+                with watch.explaining_failure(session, feed):
+                    values = session.run(fetches, feed_dict=feed or None)
+                watch.after_step(session, values, feed)
                 throughput.step_done()
                 iterations += 1
                 step = int(values["step"])

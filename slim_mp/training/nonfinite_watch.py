@@ -1,65 +1,73 @@
-"""``--mp_debug_nonfinite`` in the training loop: after a skipped step, replay its batch to find the first inf/NaN.
+"""``--mp_debug_nonfinite`` in the training loop: replay a failing step's batch to find its first inf/NaN.
 
-The normal step only fetches, besides its progress values, the batch and loss scale it already
-computed (the graph is unchanged); the probes' flags run only after a skipped step.
+With probes, each step first reads its batch and loss scale (the probes' ``captured`` tensors)
+and then runs the unchanged train step with them fed, so a failing step can be replayed: after a
+step skipped for non-finite gradients, or a step whose loss check failed, the probes' is-finite
+flags run once on the same inputs. Without probes nothing changes.
 """
 
 import contextlib
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from slim_mp.numerics.nonfinite import NonfiniteOrigin, NonfiniteProbe
 
-CAPTURE_KEY = "nonfinite_capture"
 DIVERGENCE_MARKER = "Training diverged"
+
+Feed = Dict[tf.Tensor, np.ndarray]
 
 
 class NonfiniteWatch:
-    """Captures each step's inputs for the probes; names the origin of a skipped step's inf/NaN in one WARNING."""
+    """Captures each step's inputs for the probes; names the origin of a failing step's inf/NaN."""
 
     def __init__(self, probes: Sequence[NonfiniteProbe]) -> None:
         self._probes = list(probes)
-        self._skipped = 0
+        self._skipped = 0  # the run's skip counter is a local variable that starts at 0
         self.last_origin: Optional[NonfiniteOrigin] = None
 
-    def fetches(self) -> Dict[str, List[List[tf.Tensor]]]:
-        """Extra fetches for the train step's ``session.run`` (empty without probes)."""
-        return {CAPTURE_KEY: [probe.captured for probe in self._probes]} if self._probes else {}
+    def capture(self, session: tf.compat.v1.Session) -> Feed:
+        """Read this step's batch and loss scale; the train step runs with them fed (empty without probes)."""
+        tensors = [t for probe in self._probes for t in probe.captured]
+        return dict(zip(tensors, session.run(tensors))) if tensors else {}
 
-    def after_step(self, session: tf.compat.v1.Session, values: Dict) -> Optional[NonfiniteOrigin]:
-        """When the skipped-step count went up, replay the captured inputs and log where inf/NaN first appeared."""
+    def _diagnose(self, session: tf.compat.v1.Session, feed: Feed) -> Optional[NonfiniteOrigin]:
+        for probe in self._probes:
+            origin = probe.diagnose(session, feed)
+            if origin is not None:
+                self.last_origin = origin
+                return origin
+        return None
+
+    def after_step(self, session: tf.compat.v1.Session, values: Dict, feed: Feed) -> Optional[NonfiniteOrigin]:
+        """When the skipped-step count went up, replay the step and log one WARNING naming the first inf/NaN."""
         if not self._probes:
             return None
-        skipped = int(values["skipped"])  # the run's counter: a local variable that starts at 0
-        newly_skipped = skipped > self._skipped
-        self._skipped = skipped
+        skipped = int(values["skipped"])
+        newly_skipped, self._skipped = skipped > self._skipped, skipped
         if not newly_skipped:
             return None
-        origin = None
-        for probe, captured in zip(self._probes, values[CAPTURE_KEY]):
-            origin = probe.diagnose(session, captured)
-            if origin is not None:
-                break
+        origin = self._diagnose(session, feed)
+        step = int(values["step"])
         if origin is None:
             logging.warning("step %d was skipped for non-finite gradients, but replaying its batch gave finite "
-                            "values everywhere (random ops, or gradients changed after the backward pass)",
-                            int(values["step"]))
+                            "values everywhere (random ops, or gradients changed after the backward pass)", step)
         else:
-            logging.warning("step %d was skipped for non-finite gradients: %s", int(values["step"]),
-                            origin.describe())
-            self.last_origin = origin
+            logging.warning("step %d was skipped for non-finite gradients: %s", step, origin.describe())
         return origin
 
     @contextlib.contextmanager
-    def explaining_divergence(self) -> Iterator[None]:
-        """Add the last known origin to the divergence guard's error, keeping its type."""
+    def explaining_failure(self, session: tf.compat.v1.Session, feed: Feed) -> Iterator[None]:
+        """Add the origin of the inf/NaN to a failing step's error (the loss check, the divergence guard)."""
         try:
             yield
         except tf.errors.InvalidArgumentError as error:
-            if self.last_origin is None or DIVERGENCE_MARKER not in error.message:
+            if not self._probes:
+                raise
+            origin = self.last_origin if DIVERGENCE_MARKER in error.message else self._diagnose(session, feed)
+            if origin is None:
                 raise
             raise type(error)(error.node_def, error.op,
-                              f"{error.message} Diagnosis (--mp_debug_nonfinite): {self.last_origin.describe()}.") \
-                from error
+                              f"{error.message} Diagnosis (--mp_debug_nonfinite): {origin.describe()}.") from error
