@@ -167,3 +167,31 @@ def test_a_failed_loss_check_is_explained_with_the_forward_op(tmp_path):
     assert "The loss is inf or NaN" in message
     assert "first non-finite value came from op 'LeNet/conv2/Conv2D_fp16'" in message
     assert "forward pass, low precision (float16)" in message
+
+
+def test_batch_norm_statistics_updated_by_the_failing_step_are_replayed_as_they_were():
+    # The skipped step still updates the moving variance with its NaN batch variance; the replay must
+    # read the value from before the step, or it would blame the moving-variance read.
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [BATCH, FEATURES])
+        huge = slim.fully_connected(x, 32, weights_initializer=tf1.constant_initializer(100.0),
+                                    normalizer_fn=slim.batch_norm, normalizer_params={"is_training": True},
+                                    scope="huge")
+        logits = slim.fully_connected(huge, CLASSES, activation_fn=None, scope="logits")
+        loss = tf1.losses.sparse_softmax_cross_entropy(tf.zeros([BATCH], tf.int64), logits)
+        optimizer = slim_mp.enable_mixed_precision(
+            tf1.train.GradientDescentOptimizer(0.01), "float16", loss_scale=1.0, debug_nonfinite=True)
+        train_op = tf.group(optimizer.minimize(loss), *tf1.get_collection(tf1.GraphKeys.UPDATE_OPS))
+        (probe,) = optimizer.nonfinite_probes
+        moving_variance = [v for v in tf1.global_variables() if "moving_variance" in v.op.name][0]
+        bad = np.full([BATCH, FEATURES], 0.5, np.float32)
+        bad[:, 0] = 1000.0
+        with tf1.Session() as session:
+            session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+            replay = dict(zip(probe.captured, session.run(probe.captured, {x: bad})))
+            replay[x] = bad
+            session.run(train_op, replay)
+            assert not np.isfinite(session.run(moving_variance)).all()
+            origin = probe.diagnose(session, replay)
+    assert origin.op_name.startswith("huge/MatMul") and origin.low_precision

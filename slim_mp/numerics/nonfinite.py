@@ -45,8 +45,21 @@ class NonfiniteOrigin:
                 f"{'backward' if self.backward else 'forward'} pass, {precision}){scale}")
 
 
+def _state_reads(graph: tf.Graph, ops: Sequence[tf.Operation]) -> List[tf.Tensor]:
+    """Reads of non-trainable variables (batch-norm moving statistics, the loss scale): a skipped step
+    still updates them, so the replay feeds the values the failing step read."""
+    trainable = {v.handle.op for v in graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
+                 if hasattr(v, "handle")}
+    return [op.outputs[0] for op in ops
+            if op.type == "ReadVariableOp" and op.inputs[0].op.type == "VarHandleOp"
+            and op.inputs[0].op not in trainable]
+
+
 def _checkable(tensor: tf.Tensor) -> bool:
-    return tensor.dtype.base_dtype.is_floating and tensor.op._get_control_flow_context() is None
+    """A float tensor outside TF1 control flow that can hold values (statically empty outputs, such as
+    batch norm's gradient reserve space, are scalars at run time on a CPU and hold nothing to check)."""
+    return (tensor.dtype.base_dtype.is_floating and tensor.op._get_control_flow_context() is None
+            and tensor.shape.num_elements() != 0)
 
 
 class NonfiniteProbe:
@@ -57,6 +70,10 @@ class NonfiniteProbe:
       gradients: the gradient tensors the step checks for inf/NaN.
       loss_scale: the loss-scale tensor the gradients were scaled by (captured and fed back, so the
         re-run sees the scale of the failing step, not the one the skip lowered it to).
+
+    ``captured``: what the replay feeds back — the batch (outputs of input-pipeline ops), the reads of
+    non-trainable variables (batch-norm moving statistics and the loss scale, which a skipped step
+    still updates) and ``loss_scale``. Trainable variables are unchanged by a skipped step.
     """
 
     def __init__(self, loss: tf.Tensor, gradients: Sequence[tf.Tensor], loss_scale: Optional[tf.Tensor] = None
@@ -64,7 +81,9 @@ class NonfiniteProbe:
         region = select_region(list(gradients))
         forward = set(select_region(loss).ops)
         sources = [t for op in region.ops if op.type in DATA_SOURCE_OP_TYPES for t in op.outputs]
-        self.captured: List[tf.Tensor] = sources + ([loss_scale] if loss_scale is not None else [])
+        state = _state_reads(region.graph, region.ops)
+        extra = [loss_scale] if loss_scale is not None and loss_scale.ref() not in {t.ref() for t in state} else []
+        self.captured: List[tf.Tensor] = sources + state + extra
         self._loss_scale = loss_scale
         fed = {t.ref() for t in self.captured}
         self._tensors = [t for op in region.ops for t in op.outputs if _checkable(t) and t.ref() not in fed]

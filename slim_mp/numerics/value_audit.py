@@ -100,7 +100,7 @@ def _log2_bins(magnitude: tf.Tensor) -> tf.Tensor:
 
 def _tensor_stats(tensor: tf.Tensor, limits: TypeLimits) -> Tuple[tf.Tensor, tf.Tensor]:
     """In-graph ``[max_abs, min_nonzero_abs, n_overflow, n_underflow, size]`` and the log2 histogram of a tensor."""
-    magnitude = tf.abs(tf.cast(tensor, tf.float32))
+    magnitude = tf.abs(tf.cast(tf.reshape(tensor, [-1]), tf.float32))
     nonzero = magnitude > 0
     counted = tf.float64
     stats = tf.stack([
