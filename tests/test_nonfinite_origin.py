@@ -171,22 +171,23 @@ def test_a_failed_loss_check_is_explained_with_the_forward_op(tmp_path):
 
 def test_batch_norm_statistics_updated_by_the_failing_step_are_replayed_as_they_were():
     # The skipped step still updates the moving variance with its NaN batch variance; the replay must
-    # read the value from before the step, or it would blame the moving-variance read.
+    # feed the value the step read (fused batch norm reads it in the forward pass).
     graph = tf.Graph()
     with graph.as_default():
-        x = tf1.placeholder(tf.float32, [BATCH, FEATURES])
-        huge = slim.fully_connected(x, 32, weights_initializer=tf1.constant_initializer(100.0),
-                                    normalizer_fn=slim.batch_norm, normalizer_params={"is_training": True},
-                                    scope="huge")
-        logits = slim.fully_connected(huge, CLASSES, activation_fn=None, scope="logits")
+        x = tf1.placeholder(tf.float32, [BATCH, 2, 2, FEATURES])
+        huge = slim.conv2d(x, 8, [1, 1], weights_initializer=tf1.constant_initializer(100.0),
+                           normalizer_fn=slim.batch_norm, normalizer_params={"is_training": True}, scope="huge")
+        logits = slim.fully_connected(slim.flatten(huge), CLASSES, activation_fn=None, scope="logits")
         loss = tf1.losses.sparse_softmax_cross_entropy(tf.zeros([BATCH], tf.int64), logits)
         optimizer = slim_mp.enable_mixed_precision(
             tf1.train.GradientDescentOptimizer(0.01), "float16", loss_scale=1.0, debug_nonfinite=True)
         train_op = tf.group(optimizer.minimize(loss), *tf1.get_collection(tf1.GraphKeys.UPDATE_OPS))
         (probe,) = optimizer.nonfinite_probes
         moving_variance = [v for v in tf1.global_variables() if "moving_variance" in v.op.name][0]
-        bad = np.full([BATCH, FEATURES], 0.5, np.float32)
-        bad[:, 0] = 1000.0
+        captured_reads = {t.op.inputs[0].op for t in probe.captured if t.op.type == "ReadVariableOp"}
+        assert moving_variance.handle.op in captured_reads
+        bad = np.full([BATCH, 2, 2, FEATURES], 0.5, np.float32)
+        bad[..., 0] = 1000.0
         with tf1.Session() as session:
             session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
             replay = dict(zip(probe.captured, session.run(probe.captured, {x: bad})))
@@ -194,4 +195,4 @@ def test_batch_norm_statistics_updated_by_the_failing_step_are_replayed_as_they_
             session.run(train_op, replay)
             assert not np.isfinite(session.run(moving_variance)).all()
             origin = probe.diagnose(session, replay)
-    assert origin.op_name.startswith("huge/MatMul") and origin.low_precision
+    assert origin.op_name.startswith("huge/Conv2D") and origin.low_precision
