@@ -46,6 +46,8 @@ class OpRange:
 class Recommendation:
     """Scopes to keep float32, and loss scales (powers of two) that keep the observed gradients representable.
 
+    The scale range considers the gradients of the ops that stay low once those scopes are kept.
+
     ``initial_loss_scale`` is None when no gradient would flush to zero unscaled (no scaling needed);
     ``loss_scale_range`` is None when no gradient was audited. When ``loss_scale_range[0] >
     loss_scale_range[1]`` no single scale both lifts the small gradients and keeps the largest finite.
@@ -119,7 +121,7 @@ def _tensor_stats(tensor: tf.Tensor, limits: TypeLimits) -> Tuple[tf.Tensor, tf.
 
 @dataclasses.dataclass
 class _Probe:
-    """The stats fetched for one kind: one row per tensor, the op each row belongs to, their summed histogram."""
+    """The stats fetched for one kind: one row (and one log2 histogram) per tensor, and the op of each row."""
 
     ops: List[tf.Operation]
     stats: Optional[tf.Tensor]
@@ -130,7 +132,7 @@ def _build_probe(tensors: Sequence[tf.Tensor], owners: Sequence[tf.Operation], l
     if not tensors:
         return _Probe([], None, None)
     rows, histograms = zip(*(_tensor_stats(t, limits) for t in tensors))
-    return _Probe(list(owners), tf.stack(rows), tf.math.add_n(list(histograms)))
+    return _Probe(list(owners), tf.stack(rows), tf.stack(list(histograms)))
 
 
 def _low_outputs(plan: RewritePlan, op: tf.Operation) -> List[tf.Tensor]:
@@ -202,28 +204,30 @@ def scale_range(gradient_histogram: np.ndarray, max_gradient: float, limits: Typ
     return initial, (2.0 ** lo_exponent, 2.0 ** hi_exponent)
 
 
-def _overflowing_scopes(fetches: Any, precision: tf.DType, activations: List[OpRange],
-                        overflowing_tensors: Iterable[str], rewrite_options: Dict[str, Any]) -> Tuple[str, ...]:
+def _overflowing_scopes(fetches: Any, plan: RewritePlan, activations: List[OpRange],
+                        overflowing_tensors: Iterable[str], rewrite_options: Dict[str, Any]
+                        ) -> Tuple[Tuple[str, ...], RewritePlan]:
     """Scopes whose ops would overflow, grown until no op left low-precision reads an overflowing tensor.
 
     Keeping an overflowing layer float32 moves the overflow to the cast into the next low op, so
-    the consumer's scope joins too (checked on the pass's plan with the scopes kept).
+    the consumer's scope joins too (checked on the pass's plan with the scopes kept). Returns the
+    scopes and the plan that keeps them.
     """
     overflowing = set(overflowing_tensors)
     scopes = {op_scope(row.name) for row in activations if row.frac_overflow > 0}
     if not scopes:
-        return ()
+        return (), plan
     kept = list(rewrite_options.get("keep_fp32_scopes", ()))
     options = {k: v for k, v in rewrite_options.items() if k != "keep_fp32_scopes"}
     for _ in range(MAX_SCOPE_ROUNDS):
-        plan = plan_rewrite(fetches, precision, keep_fp32_scopes=kept + sorted(scopes), **options)
+        plan = plan_rewrite(fetches, plan.dtype, keep_fp32_scopes=kept + sorted(scopes), **options)
         low = set(plan.low_ops)
         added = {op_scope(op.name) for op in plan.low_ops
                  if any(t.name in overflowing and t.op not in low for t in _low_inputs(plan, op))} - scopes
         if not added:
             break
         scopes |= added
-    return tuple(sorted(scopes))
+    return tuple(sorted(scopes)), plan
 
 
 def _single_scalar_loss(fetches: Any) -> Optional[tf.Tensor]:
@@ -286,7 +290,7 @@ def audit(
     probes = {ACTIVATION: activations, GRADIENT: gradients_probe}
     fetch = {kind: {"stats": p.stats, "histogram": p.histogram} for kind, p in probes.items() if p.ops}
     totals: Dict[str, Optional[np.ndarray]] = {kind: None for kind in fetch}
-    histograms = {kind: np.zeros(HISTOGRAM_BINS, np.int64) for kind in probes}
+    histograms = {kind: np.zeros((len(p.ops), HISTOGRAM_BINS), np.int64) for kind, p in probes.items()}
     for step in range(steps):
         feed = feeds(step) if callable(feeds) else feeds
         values = session.run(fetch, feed_dict=feed)
@@ -295,13 +299,16 @@ def audit(
             histograms[kind] += value["histogram"]
     rows = {kind: _aggregate(probes[kind].ops, totals[kind], kind) if kind in totals else [] for kind in probes}
     overflowing = {t.name for (_, t), row in zip(outputs, totals[ACTIVATION]) if row[0] > limits.max_finite}
-    keep = _overflowing_scopes(fetches, dtype, rows[ACTIVATION], overflowing, rewrite_options)
-    max_gradient = max((row.max_abs for row in rows[GRADIENT]), default=0.0)
-    initial, scales = scale_range(histograms[GRADIENT], max_gradient, limits)
+    keep, kept_plan = _overflowing_scopes(fetches, plan, rows[ACTIVATION], overflowing, rewrite_options)
+    # The loss scale serves the gradients of the ops that stay low once the scopes are kept float32.
+    still_low = set(kept_plan.low_ops)
+    scaled = np.array([op in still_low for op in probes[GRADIENT].ops], bool)
+    max_gradient = float(totals[GRADIENT][scaled, 0].max()) if GRADIENT in totals and scaled.any() else 0.0
+    initial, scales = scale_range(histograms[GRADIENT][scaled].sum(axis=0), max_gradient, limits)
     return AuditResult(
         precision=dtype.name, steps=steps, limits=limits, ops=rows[ACTIVATION] + rows[GRADIENT],
         recommendation=Recommendation(keep, initial, scales),
-        activation_histogram=histograms[ACTIVATION], gradient_histogram=histograms[GRADIENT],
+        activation_histogram=histograms[ACTIVATION].sum(axis=0), gradient_histogram=histograms[GRADIENT].sum(axis=0),
     )
 
 
