@@ -20,9 +20,9 @@ from slim_mp.numerics.limits import HISTOGRAM_BINS, LOG2_HIGH, LOG2_LOW, TypeLim
 from slim_mp.precision import PrecisionLike, resolve_precision
 
 ACTIVATION, GRADIENT = "activation", "gradient"
-# The lower end of the recommended loss-scale range lifts at least this share of the gradient
-# elements that would flush to zero unscaled.
-UNDERFLOW_SHARE_LIFTED = 0.99
+# The lower end of the recommended loss-scale range leaves at most this share of the non-zero
+# gradient elements flushing to zero (a long tail of near-zero gradients does not count against it).
+FLUSHED_SHARE_ALLOWED = 0.01
 MAX_SCOPE_ROUNDS = 20
 _STATS = 5  # max_abs, min_nonzero_abs, overflow count, underflow count, size
 
@@ -180,8 +180,8 @@ def scale_range(gradient_histogram: np.ndarray, max_gradient: float, limits: Typ
                 ) -> Tuple[Optional[float], Optional[Tuple[float, float]]]:
     """``(initial scale, (lo, hi))`` from the gradients' log2 histogram and largest magnitude.
 
-    ``lo`` is the smallest power of two >= 1 that lifts ``UNDERFLOW_SHARE_LIFTED`` of the elements
-    flushing to zero unscaled; ``hi`` the largest power of two keeping ``max_gradient`` at or below
+    ``lo`` is the smallest power of two >= 1 that leaves at most ``FLUSHED_SHARE_ALLOWED`` of the
+    non-zero elements flushing to zero; ``hi`` the largest power of two keeping ``max_gradient`` at or below
     the type's largest finite value; the initial scale is the power of two halfway between (in log2).
     """
     if max_gradient <= 0 or not math.isfinite(max_gradient):
@@ -194,9 +194,10 @@ def scale_range(gradient_histogram: np.ndarray, max_gradient: float, limits: Typ
         return float(counts[exponents + shift < limits.log2_min_subnormal].sum())
 
     unscaled = flushed(0)
+    allowed = FLUSHED_SHARE_ALLOWED * counts.sum()
     hi_exponent = math.floor(math.log2(limits.max_finite / max_gradient))
     lo_exponent = 0
-    while unscaled and flushed(lo_exponent) > (1 - UNDERFLOW_SHARE_LIFTED) * unscaled:
+    while flushed(lo_exponent) > allowed:
         lo_exponent += 1
     initial = None
     if unscaled:
