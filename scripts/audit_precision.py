@@ -17,7 +17,7 @@ from slim_mp.measure.numerics_report import AUDIT_FILES, run_audit
 from slim_mp.training import cli as flags
 from slim_mp.training.train_config import TrainConfig
 
-flags.define_flags(TrainConfig, {"precision": "The low precision whose range is checked: float16 (default) or bfloat16."})
+flags.define_flags(TrainConfig, {"precision": "The low precision whose range is checked: float16 (default), bfloat16."})
 absl_flags.DEFINE_integer("steps", 5, "Float32 batches to measure.")
 absl_flags.FLAGS.set_default("precision", "float16")
 absl_flags.DEFINE_string("output_dir", "runs/audit", "Folder for audit.json, audit.md and audit.png.")

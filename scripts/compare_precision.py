@@ -15,7 +15,7 @@ from slim_mp.numerics.layer_diff import layer_diff_markdown
 from slim_mp.training import cli as flags
 from slim_mp.training.train_config import TrainConfig
 
-flags.define_flags(TrainConfig, {"precision": "Compare float32 against this: bfloat16 (default), float16, or float32 itself."})
+flags.define_flags(TrainConfig, {"precision": "Compare float32 with: bfloat16 (default), float16, float32 itself."})
 absl_flags.FLAGS.set_default("precision", "bfloat16")
 absl_flags.DEFINE_string("output_dir", "runs/layer_diff", "Folder for layer_diff.json, .md and .png.")
 

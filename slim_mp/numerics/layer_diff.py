@@ -64,8 +64,9 @@ def layer_diff(end_points: Mapping[str, tf.Tensor], precision: PrecisionLike, se
     Run it on a float32 inference graph whose variables are initialised in ``session`` (not
     finalized: the rewrite adds ops). The rewritten graph runs in a new session of the same target
     holding the same weights (a session ignores changes to ops it has run). ``feeds`` must pin the
-    batch (e.g. feed the images tensor) so both runs see the same one. ``float32`` skips the rewrite and re-runs the same graph: the
-    errors are then those of the runs' own non-determinism (zero on a CPU).
+    batch (e.g. feed the images tensor) so both runs see the same one. ``float32`` skips the rewrite
+    and re-runs the same graph: the errors are then those of the runs' own non-determinism (zero on
+    a CPU).
 
     Args:
       end_points: name -> tensor, in network order (the ``end_points`` dict of a TF-Slim network).

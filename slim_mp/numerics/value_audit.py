@@ -24,8 +24,6 @@ ACTIVATION, GRADIENT = "activation", "gradient"
 # gradient elements flushing to zero (a long tail of near-zero gradients does not count against it).
 FLUSHED_SHARE_ALLOWED = 0.01
 MAX_SCOPE_ROUNDS = 20
-_STATS = 5  # max_abs, min_nonzero_abs, overflow count, underflow count, size
-
 Feeds = Union[None, Dict[Any, Any], Callable[[int], Dict[Any, Any]]]
 
 
@@ -101,7 +99,7 @@ def _log2_bins(magnitude: tf.Tensor) -> tf.Tensor:
 
 
 def _tensor_stats(tensor: tf.Tensor, limits: TypeLimits) -> Tuple[tf.Tensor, tf.Tensor]:
-    """In-graph ``[max_abs, min_nonzero_abs, n_overflow, n_underflow, size]`` and the log2 histogram of a tensor."""
+    """In-graph stats row ``[max_abs, min_nonzero_abs, n_overflow, n_underflow, size]`` and log2 histogram."""
     magnitude = tf.abs(tf.cast(tf.reshape(tensor, [-1]), tf.float32))
     nonzero = magnitude > 0
     counted = tf.float64
@@ -151,12 +149,7 @@ def _aggregate(owners: Sequence[tf.Operation], totals: np.ndarray, kind: str) ->
     """One row per op (its tensors' stats combined), in the order the ops first appear."""
     combined: Dict[tf.Operation, np.ndarray] = {}
     for op, row in zip(owners, totals):
-        if op in combined:
-            prior = combined[op]
-            combined[op] = np.array([max(prior[0], row[0]), min(prior[1], row[1]), prior[2] + row[2],
-                                     prior[3] + row[3], prior[4] + row[4]])
-        else:
-            combined[op] = row.copy()
+        combined[op] = _combine(combined[op], row) if op in combined else row.copy()
     result = []
     for op, (max_abs, min_nonzero, overflow, underflow, size) in combined.items():
         result.append(OpRange(
@@ -168,12 +161,10 @@ def _aggregate(owners: Sequence[tf.Operation], totals: np.ndarray, kind: str) ->
     return result
 
 
-def _accumulate(total: Optional[np.ndarray], step: np.ndarray) -> np.ndarray:
-    """Combine per-tensor stats over steps: max of maxima, min of minima, summed counts."""
-    if total is None:
-        return step.copy()
-    return np.stack([np.maximum(total[:, 0], step[:, 0]), np.minimum(total[:, 1], step[:, 1]),
-                     total[:, 2] + step[:, 2], total[:, 3] + step[:, 3], total[:, 4] + step[:, 4]], axis=1)
+def _combine(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Merge stats rows (``[..., 5]``): max of maxima, min of minima, summed counts and sizes."""
+    return np.concatenate([np.maximum(first[..., :1], second[..., :1]), np.minimum(first[..., 1:2], second[..., 1:2]),
+                           first[..., 2:] + second[..., 2:]], axis=-1)
 
 
 def scale_range(gradient_histogram: np.ndarray, max_gradient: float, limits: TypeLimits
@@ -296,7 +287,7 @@ def audit(
         feed = feeds(step) if callable(feeds) else feeds
         values = session.run(fetch, feed_dict=feed)
         for kind, value in values.items():
-            totals[kind] = _accumulate(totals[kind], value["stats"])
+            totals[kind] = value["stats"] if totals[kind] is None else _combine(totals[kind], value["stats"])
             histograms[kind] += value["histogram"]
     rows = {kind: _aggregate(probes[kind].ops, totals[kind], kind) if kind in totals else [] for kind in probes}
     overflowing = {t.name for (_, t), row in zip(outputs, totals[ACTIVATION]) if row[0] > limits.max_finite}
