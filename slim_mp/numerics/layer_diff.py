@@ -44,6 +44,7 @@ class LayerDiff:
 
 
 def _compare(name: str, reference: np.ndarray, low: np.ndarray) -> LayerError:
+    """The error of ``low`` against ``reference`` (float64); any inf/NaN in ``low`` makes it infinite."""
     reference = np.asarray(reference, np.float64)
     low = np.asarray(low, np.float64)
     finite = np.isfinite(low)
