@@ -37,7 +37,7 @@ def _draw_histogram(axes, counts: np.ndarray, result: AuditResult, label: str, l
     axes.text(0.01, 0.95, "flush to zero <-", transform=axes.transAxes, va="top", fontsize=8, color="tab:red")
     axes.text(0.99, 0.95, "-> overflow", transform=axes.transAxes, va="top", ha="right", fontsize=8,
               color="tab:red")
-    axes.legend(loc="upper center", fontsize=8)
+    axes.legend(loc="best", fontsize=8)
 
 
 def plot_audit(result: AuditResult, path: str, title: str) -> str:
