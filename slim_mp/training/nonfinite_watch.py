@@ -13,9 +13,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from slim_mp.loss_scale.skip_monitor import DIVERGENCE_MESSAGE_START
 from slim_mp.numerics.nonfinite import NonfiniteOrigin, NonfiniteProbe
-
-DIVERGENCE_MARKER = "Training diverged"
 
 Feed = Dict[tf.Tensor, np.ndarray]
 
@@ -66,7 +65,7 @@ class NonfiniteWatch:
         except tf.errors.InvalidArgumentError as error:
             if not self._probes:
                 raise
-            origin = self.last_origin if DIVERGENCE_MARKER in error.message else self._diagnose(session, feed)
+            origin = self.last_origin if DIVERGENCE_MESSAGE_START in error.message else self._diagnose(session, feed)
             if origin is None:
                 raise
             raise type(error)(error.node_def, error.op,
