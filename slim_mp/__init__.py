@@ -17,11 +17,14 @@ from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precis
 from slim_mp.graph_pass.op_classes import BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses  # noqa: E402
 from slim_mp.graph_pass.report import RewriteReport  # noqa: E402
 from slim_mp.graph_pass.rewrite import rewrite  # noqa: E402
+from slim_mp.numerics.layer_diff import LayerDiff, layer_diff  # noqa: E402
+from slim_mp.numerics.value_audit import AuditResult, audit  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "rewrite", "RewriteReport", "OpClasses", "FLOAT16_CLASSES", "BFLOAT16_CLASSES",
     "LossScaleManager", "FixedLossScaleManager", "ExponentialUpdateLossScaleManager",
-    "LossScaleOptimizer", "MixedPrecisionOptimizer", "enable_mixed_precision",
+    "LossScaleOptimizer", "MixedPrecisionOptimizer", "enable_mixed_precision", "audit", "AuditResult",
+    "layer_diff", "LayerDiff",
 ]

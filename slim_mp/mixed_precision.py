@@ -4,12 +4,14 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import tensorflow as tf
 
+from slim_mp.loss_scale.finite_check import gradient_values
 from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 from slim_mp.loss_scale.policy import LossScaleLike, make_loss_scale_manager
 from slim_mp.precision import PrecisionLike, resolve_precision
 from slim_mp.graph_pass.report import RewriteReport
 from slim_mp.graph_pass.rewrite import rewrite
+from slim_mp.numerics.nonfinite import NonfiniteProbe
 
 
 class MixedPrecisionOptimizer(LossScaleOptimizer):
@@ -24,7 +26,8 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
 
     def __init__(self, opt: tf.compat.v1.train.Optimizer, loss_scale_manager: LossScaleManager,
                  precision: tf.DType, rewrite_options: Dict[str, Any],
-                 max_consecutive_skips_at_min: Optional[int] = 100, count_skipped_steps: bool = False) -> None:
+                 max_consecutive_skips_at_min: Optional[int] = 100, count_skipped_steps: bool = False,
+                 debug_nonfinite: bool = False) -> None:
         """Wrap ``opt``; nothing is rewritten until gradients are computed.
 
         Args:
@@ -36,6 +39,7 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
           max_consecutive_skips_at_min: skipped steps in a row at the minimum scale before the train
             op fails (see ``LossScaleOptimizer``); None disables the guard.
           count_skipped_steps: advance ``global_step`` on skipped steps too (for ``SyncReplicasOptimizer``).
+          debug_nonfinite: build a ``NonfiniteProbe`` per gradient computation (``nonfinite_probes``).
 
         Raises:
           TypeError: if ``opt`` is not a ``tf.compat.v1.train.Optimizer`` or ``loss_scale_manager``
@@ -48,6 +52,8 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
         self._rewrite_options = rewrite_options
         self._rewritten: Set[Tuple[tf.Graph, str]] = set()
         self.rewrite_reports: list = []
+        self._debug_nonfinite = debug_nonfinite
+        self.nonfinite_probes: List[NonfiniteProbe] = []
 
     def rewrite_losses(self, losses: Sequence[tf.Tensor]) -> List[tf.Tensor]:
         """Rewrite, in one pass, the graph computing those ``losses`` not yet rewritten; return them remapped."""
@@ -64,7 +70,12 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
         if callable(loss):
             loss = loss()
         (loss,) = self.rewrite_losses([loss])
-        return super().compute_gradients(loss, *args, **kwargs)
+        grads_and_vars = super().compute_gradients(loss, *args, **kwargs)
+        if self._debug_nonfinite:
+            gradients = [gradient_values(g) for g, _ in grads_and_vars if g is not None]
+            if gradients:
+                self.nonfinite_probes.append(NonfiniteProbe(loss, gradients, self.gradients_loss_scale))
+        return grads_and_vars
 
 
 def enable_mixed_precision(
@@ -73,6 +84,7 @@ def enable_mixed_precision(
     loss_scale: LossScaleLike = None,
     max_consecutive_skips_at_min: Optional[int] = 100,
     count_skipped_steps: bool = False,
+    debug_nonfinite: bool = False,
     **rewrite_options: Any,
 ) -> MixedPrecisionOptimizer:
     """Wrap ``optimizer`` for mixed-precision training; the graph is rewritten when gradients are computed.
@@ -94,6 +106,9 @@ def enable_mixed_precision(
         train op fails naming the non-finite gradients; None disables the guard.
       count_skipped_steps: advance ``global_step`` on skipped steps too; needed under
         ``SyncReplicasOptimizer`` (see ``LossScaleOptimizer``).
+      debug_nonfinite: also build, per gradient computation, a ``NonfiniteProbe`` (kept in
+        ``optimizer.nonfinite_probes``): an extra fetch, never run by the train step, that a loop runs
+        after a skipped step to name the op where inf/NaN first appeared (the training loop does).
       **rewrite_options: keyword arguments of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``,
         ...); they are checked when gradients are computed, where ``rewrite`` raises for bad ones.
 
@@ -109,5 +124,6 @@ def enable_mixed_precision(
     dtype = resolve_precision(precision)
     manager = make_loss_scale_manager(loss_scale, dtype)
     return MixedPrecisionOptimizer(
-        optimizer, manager, dtype, rewrite_options, max_consecutive_skips_at_min, count_skipped_steps
+        optimizer, manager, dtype, rewrite_options, max_consecutive_skips_at_min, count_skipped_steps,
+        debug_nonfinite,
     )

@@ -7,9 +7,10 @@ re-routed) -> ``report``.
 """
 
 import collections
+import dataclasses
 import time
 import warnings
-from typing import Any, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import tensorflow as tf
 
@@ -17,10 +18,10 @@ from slim_mp.devices import device_type as detected_device_type
 from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_classes import default_classes
-from slim_mp.graph_pass.paint import LOW, PaintConfig, class_counts, low_ops, paint
+from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts, low_ops, paint
 from slim_mp.graph_pass.rebuild import Rebuilder
 from slim_mp.graph_pass.refine import demote_tail
-from slim_mp.graph_pass.region import select_region
+from slim_mp.graph_pass.region import Region, select_region
 from slim_mp.graph_pass.report import RewriteReport, group_float32_ops
 from slim_mp.precision import PrecisionLike, resolve_precision
 
@@ -37,6 +38,56 @@ def _check_before_gradients(low: Iterable[tf.Operation]) -> None:
                         f"differentiates {op.name!r}; call slim_mp.rewrite(loss) before "
                         "tf.gradients/optimizer.minimize (or use slim_mp.enable_mixed_precision)."
                     )
+
+
+
+@dataclasses.dataclass(frozen=True)
+class RewritePlan:
+    """What the pass decided, before anything is rebuilt: the region, each op's decision, the ops going low."""
+
+    dtype: tf.DType
+    device_type: str
+    region: Region
+    decisions: Dict[tf.Operation, Decision]
+    low_ops: List[tf.Operation]
+
+
+def plan_rewrite(
+    fetches: Any,
+    precision: PrecisionLike = "float16",
+    *,
+    allow: Iterable[str] = (),
+    infer: Iterable[str] = (),
+    clear: Iterable[str] = (),
+    deny: Iterable[str] = (),
+    remove: Iterable[str] = (),
+    keep_fp32_scopes: Iterable[str] = (),
+    device_type: Optional[str] = None,
+    include_update_ops: bool = True,
+) -> RewritePlan:
+    """Decide, without touching the graph, which ops ``rewrite`` (same arguments) would run in low precision.
+
+    Unlike ``rewrite`` it also works on a graph that already holds gradients (tools such as the
+    numerics audit inspect the float32 training graph).
+
+    Raises:
+      ValueError: for an unknown precision or ``device_type``, or empty fetches.
+    """
+    dtype = resolve_precision(precision)
+    overrides = {"allow": allow, "infer": infer, "clear": clear, "deny": deny}
+    classes = default_classes(dtype).with_overrides(
+        {name: list(types) for name, types in overrides.items()}, remove=list(remove)
+    )
+    device = device_type or detected_device_type()
+    if device not in ("CPU", "GPU"):
+        raise ValueError(f"device_type={device_type!r} is not supported; use 'CPU' or 'GPU'.")
+    region = select_region(fetches)
+    update_ops = region.graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
+    if include_update_ops and update_ops:
+        region = select_region([fetches, update_ops])
+    decisions = paint(region, PaintConfig(dtype, classes, list(keep_fp32_scopes), device))
+    low = demote_tail(low_ops(decisions, region), decisions, dtype)
+    return RewritePlan(dtype, device, region, decisions, low)
 
 
 def rewrite(
@@ -97,20 +148,11 @@ def rewrite(
       TypeError: if a fetch is neither a tensor nor an operation.
     """
     started = time.perf_counter()
-    dtype = resolve_precision(precision)
-    overrides = {"allow": allow, "infer": infer, "clear": clear, "deny": deny}
-    classes = default_classes(dtype).with_overrides(
-        {name: list(types) for name, types in overrides.items()}, remove=list(remove)
+    plan = plan_rewrite(
+        fetches, precision, allow=allow, infer=infer, clear=clear, deny=deny, remove=remove,
+        keep_fp32_scopes=keep_fp32_scopes, device_type=device_type, include_update_ops=include_update_ops,
     )
-    device = device_type or detected_device_type()
-    if device not in ("CPU", "GPU"):
-        raise ValueError(f"device_type={device_type!r} is not supported; use 'CPU' or 'GPU'.")
-    region = select_region(fetches)
-    update_ops = region.graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
-    if include_update_ops and update_ops:
-        region = select_region([fetches, update_ops])
-    decisions = paint(region, PaintConfig(dtype, classes, list(keep_fp32_scopes), device))
-    low = demote_tail(low_ops(decisions, region), decisions, dtype)
+    dtype, device, region, decisions, low = plan.dtype, plan.device_type, plan.region, plan.decisions, plan.low_ops
     _check_before_gradients(low)
 
     emulated = emulation_warning(dtype.name, device)

@@ -134,6 +134,7 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
         self._skip_limit = max_consecutive_skips_at_min
         self._count_skipped_steps = count_skipped_steps
         self._counters_by_graph: Dict[tf.Graph, SkipCounters] = {}
+        self.gradients_loss_scale: Optional[tf.Tensor] = None
 
     @property
     def inner_optimizer(self) -> tf.compat.v1.train.Optimizer:
@@ -178,11 +179,13 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
     ) -> GradsAndVars:
         """Differentiate the scaled loss with the wrapped optimizer; return unscaled (gradient, variable) pairs.
 
-        A callable ``loss`` is called once (graph mode), as contrib does.
+        A callable ``loss`` is called once (graph mode), as contrib does. The scale tensor used is
+        kept in ``gradients_loss_scale`` (diagnosis tools feed it back to replay a step).
         """
         if callable(loss):
             loss = loss()
         loss_scale = self._manager.get_loss_scale()
+        self.gradients_loss_scale = loss_scale
         scaled_loss = scale_loss(loss, loss_scale)
         if grad_loss is not None:
             grad_loss = tf.convert_to_tensor(grad_loss)

@@ -15,6 +15,7 @@ import tensorflow as tf
 from slim_mp.loss_scale.finite_check import Gradient
 
 CULPRITS_SHOWN = 5
+DIVERGENCE_MESSAGE_START = "Training diverged"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +72,7 @@ def _divergence_message(
     culprits = tf.boolean_mask(tf.constant([v.op.name for v in variables]), tf.logical_not(finite))
     return tf.strings.join(
         [
-            f"Training diverged: {limit} steps in a row were skipped with the loss scale at its minimum (",
+            f"{DIVERGENCE_MESSAGE_START}: {limit} steps in a row were skipped with the loss scale at its minimum (",
             tf.strings.as_string(loss_scale, shortest=True),
             "), because the gradients of ",
             tf.strings.as_string(tf.size(culprits)),

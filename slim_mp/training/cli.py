@@ -10,7 +10,7 @@ import dataclasses
 import sys
 import traceback
 import typing
-from typing import Any, Callable, Dict, Sequence, Type, TypeVar
+from typing import Any, Callable, Dict, Optional, Sequence, Type, TypeVar
 
 from absl import app
 from absl import flags as absl_flags
@@ -40,11 +40,12 @@ def _value_type(annotation: Any) -> Any:
     return annotation
 
 
-def define_flags(config_type: type) -> None:
+def define_flags(config_type: type, help_overrides: Optional[Dict[str, str]] = None) -> None:
     """Define one absl flag per field of ``config_type`` (recursing into nested dataclasses), skipping defined ones.
 
-    The help text is the one declared on the field with ``slim_mp.config_fields.option``; tuple
-    fields become comma-separated list flags.
+    The help text is the one declared on the field with ``slim_mp.config_fields.option``, unless
+    ``help_overrides`` gives a script's own meaning of a shared field (e.g. ``precision`` in a tool
+    that only inspects); tuple fields become comma-separated list flags.
 
     Raises:
       TypeError: if a field (other than a nested dataclass) has no help text.
@@ -52,9 +53,10 @@ def define_flags(config_type: type) -> None:
     for field in dataclasses.fields(config_type):
         value_type = _value_type(field.type)
         if dataclasses.is_dataclass(value_type):
-            define_flags(value_type)
+            define_flags(value_type, help_overrides)
             continue
         help_text = field_help(config_type, field)
+        help_text = (help_overrides or {}).get(field.name, help_text)
         if field.name in FLAGS:
             continue
         if typing.get_origin(value_type) is tuple:

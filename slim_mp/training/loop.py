@@ -14,6 +14,7 @@ from absl import logging
 from slim_mp.training.checkpoint_io import atomic_save
 from slim_mp.distribute.cluster import session_target
 from slim_mp.training.model_setup import prepare_output_dir
+from slim_mp.training.nonfinite_watch import NonfiniteWatch
 from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.training.progress import Throughput, format_progress
 from slim_mp.training.session_start import SessionInit, start_session
@@ -111,13 +112,17 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
     throughput = Throughput(built.images_per_step)
     last_save, last_summary = time.monotonic(), -float("inf")  # summaries from the first step on
     iterations = 0
+    watch = NonfiniteWatch(getattr(built.optimizer, "nonfinite_probes", []))
     try:
         with built.dataset.read_errors():  # a damaged input file becomes a ValueError naming it
             while config.max_number_of_steps is None or step < config.max_number_of_steps:
                 now = time.monotonic()
                 summary_due = writer is not None and now - last_summary >= config.save_summaries_secs
                 fetches = dict(built.progress, summary=built.summary_op) if summary_due else built.progress
-                values = session.run(fetches)
+                feed = watch.capture(session)
+                with watch.explaining_failure(session, feed):
+                    values = session.run(fetches, feed_dict=feed or None)
+                watch.after_step(session, values, feed)
                 throughput.step_done()
                 iterations += 1
                 step = int(values["step"])

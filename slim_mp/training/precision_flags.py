@@ -32,6 +32,10 @@ class PrecisionOptions:
         (), "Name scopes whose ops stay in float32 (comma-separated), e.g. the logits layer."
     )
     mp_report: Optional[str] = option(None, "Write the graph pass's report to this JSON file.")
+    mp_debug_nonfinite: bool = option(
+        False, "After a step skipped for inf/NaN gradients, replay its batch and log the op where the first "
+        "non-finite value appeared (forward or backward, low precision or not)."
+    )
 
     def __post_init__(self) -> None:
         try:

@@ -94,6 +94,16 @@ def _add_summaries(losses: Dict[str, tf.Tensor], learning_rate: tf.Tensor) -> Op
     return tf1.summary.merge_all()
 
 
+def _finite_values(tensor: tf.Tensor) -> tf.Tensor:
+    """The finite elements of ``tensor``, flattened: a histogram of inf/NaN fails the step that writes it.
+
+    Without this, an overflow or a diverging run would end in "Nan in summary histogram" instead
+    of the loss check's or the divergence guard's explanation.
+    """
+    flat = tf.reshape(tensor, [-1])
+    return tf.boolean_mask(flat, tf.math.is_finite(flat))
+
+
 def _add_model_summaries(end_points: Dict[str, tf.Tensor], reports: List[RewriteReport], histograms: bool) -> None:
     """Add official TF-Slim's model summaries and the share of ops the pass put in low precision.
 
@@ -110,10 +120,10 @@ def _add_model_summaries(end_points: Dict[str, tf.Tensor], reports: List[Rewrite
                 continue
             tf1.summary.scalar(f"sparsity/{name}", tf.nn.zero_fraction(tensor))
             if histograms:
-                tf1.summary.histogram(f"activations/{name}", tensor)
+                tf1.summary.histogram(f"activations/{name}", _finite_values(tensor))
         if histograms:
             for variable in slim.get_model_variables():
-                tf1.summary.histogram(variable.op.name, variable)
+                tf1.summary.histogram(variable.op.name, _finite_values(variable))
         considered = sum(report.ops_considered for report in reports)
         if considered:
             converted = sum(report.ops_converted for report in reports)
@@ -146,8 +156,8 @@ def _model_fn(iterator: tf1.data.Iterator, network_fn, inputs_device: str, num_c
     return model
 
 
-def _input_iterator(config: TrainConfig, dataset: DatasetSpec, preprocess, network_fn,
-                    inputs_device: str) -> Tuple[tf1.data.Iterator, Optional[InputFeed]]:
+def training_input_iterator(config: TrainConfig, dataset: DatasetSpec, preprocess, network_fn,
+                            inputs_device: str) -> Tuple[tf1.data.Iterator, Optional[InputFeed]]:
     """The training batches of this worker (its shard of the data when there are several workers), and their feed."""
     options = InputOptions(
         batch_size=config.batch_size,
@@ -172,7 +182,7 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor) -> tf1.train.Optim
         return optimizer
     return enable_mixed_precision(
         optimizer, precision.precision, loss_scale=config.loss_scale_options.manager(precision.precision),
-        count_skipped_steps=config.sync_replicas,
+        count_skipped_steps=config.sync_replicas, debug_nonfinite=precision.mp_debug_nonfinite,
         device_type="CPU" if config.clone_on_cpu else None,
         **precision.rewrite_options(),
     )
@@ -193,7 +203,7 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         )
         global_step = tf1.train.get_or_create_global_step()
         inputs_device = f"{layout.worker_device}/device:CPU:0"
-        iterator, input_feed = _input_iterator(config, dataset, preprocess, network_fn, inputs_device)
+        iterator, input_feed = training_input_iterator(config, dataset, preprocess, network_fn, inputs_device)
         clones = create_clones(
             _model_fn(iterator, network_fn, inputs_device, num_classes, config.label_smoothing),
             _clone_placement(config, layout),

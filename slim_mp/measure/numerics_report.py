@@ -1,0 +1,138 @@
+"""Library glue of ``audit_precision.py`` and ``compare_precision.py``: build a zoo network from ``TrainConfig``
+flags, audit it or diff it layer by layer, and write JSON, Markdown and a PNG.
+
+The network, its preprocessing, the input batches and the fine-tuning restore are the training
+script's own (``slim_mp.training``), so the audit sees what ``train_image_classifier.py`` would train.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Callable, Dict
+
+import tensorflow as tf
+
+from slim_mp.datasets import get_dataset
+from slim_mp.numerics.layer_diff import LayerDiff, layer_diff, layer_diff_markdown
+from slim_mp.numerics.value_audit import AuditResult, audit, audit_markdown
+from slim_mp.precision import resolve_precision
+from slim_mp.training.checkpoint_restore import fine_tune_init_fn
+from slim_mp.training.model_setup import network_and_preprocessing, prepare_output_dir
+from slim_mp.training.scopes import parse_scopes
+from slim_mp.training.train_config import TrainConfig
+from slim_mp.training.train_graph import add_classification_losses, training_input_iterator
+
+tf1 = tf.compat.v1
+
+AUDIT_FILES = ("audit.json", "audit.md", "audit.png")
+LAYER_DIFF_FILES = ("layer_diff.json", "layer_diff.md", "layer_diff.png")
+
+
+@dataclasses.dataclass
+class NetworkGraph:
+    """A float32 network on the training input: its batch, end points, total loss, and a session initialiser."""
+
+    graph: tf.Graph
+    images: tf.Tensor
+    end_points: Dict[str, tf.Tensor]
+    loss: tf.Tensor
+    initialise: Callable[[tf1.Session], None]
+
+
+def _distinct_tensors(end_points: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The end points in network order, each tensor once (nets list some under two names)."""
+    seen, distinct = set(), {}
+    for name, tensor in end_points.items():
+        if tensor.ref() not in seen:
+            seen.add(tensor.ref())
+            distinct[name] = tensor
+    return distinct
+
+
+def build_network_graph(config: TrainConfig, is_training: bool) -> NetworkGraph:
+    """Build ``config``'s network in float32 on its training batches, with its losses (nothing runs yet).
+
+    Weights come from ``--checkpoint_path`` (with ``--checkpoint_exclude_scopes``) or a fresh
+    initialisation (``--seed`` makes it repeatable).
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        if config.seed is not None:
+            tf1.set_random_seed(config.seed)
+        dataset = get_dataset(config.dataset_name, config.dataset_split_name, config.dataset_dir or None)
+        num_classes = dataset.num_classes - config.labels_offset
+        network_fn, preprocess = network_and_preprocessing(
+            config.model_name, config.preprocessing_name, num_classes, config.weight_decay,
+            is_training=is_training, use_grayscale=config.use_grayscale,
+        )
+        iterator, input_feed = training_input_iterator(config, dataset, preprocess, network_fn, "/device:CPU:0")
+        images, labels = iterator.get_next()
+        logits, end_points = network_fn(images)
+        end_points = _distinct_tensors(end_points)
+        add_classification_losses(logits, end_points, labels, num_classes, config.label_smoothing)
+        loss = tf1.losses.get_total_loss()
+        restore = fine_tune_init_fn(config.checkpoint_path, parse_scopes(config.checkpoint_exclude_scopes),
+                                    config.ignore_missing_vars)
+        initialisers = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
+
+    def initialise(session: tf1.Session) -> None:
+        session.run(initialisers)
+        if input_feed is not None:
+            input_feed.initialize(session)
+        if restore is not None:
+            restore(session)
+
+    return NetworkGraph(graph, images, end_points, loss, initialise)
+
+
+def _write_json(data: dict, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1)
+
+
+def _write_text(text: str, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def run_audit(config: TrainConfig, steps: int, output_dir: str, precision: str) -> AuditResult:
+    """Audit ``steps`` batches of ``config``'s float32 network for ``precision``; write audit.json/.md/.png."""
+    from slim_mp.measure.numerics_plot import plot_audit  # matplotlib: the plots extra
+
+    try:
+        dtype = resolve_precision(precision)
+    except ValueError as error:
+        raise ValueError(f"--precision={precision}: {error}") from error
+    if steps < 1:
+        raise ValueError(f"--steps={steps} must be a positive integer; pass e.g. --steps=5.")
+    prepare_output_dir(output_dir, "--output_dir")
+    built = build_network_graph(config, is_training=True)
+    with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
+        built.initialise(session)
+        result = audit(built.loss, dtype, session, steps=steps, **config.precision_options.rewrite_options())
+    paths = [os.path.join(output_dir, name) for name in AUDIT_FILES]
+    _write_json(result.to_dict(), paths[0])
+    _write_text(audit_markdown(result), paths[1])
+    plot_audit(result, paths[2], title=f"{config.model_name}: float32 values against {dtype.name}")
+    return result
+
+
+def run_layer_diff(config: TrainConfig, output_dir: str, precision: str) -> LayerDiff:
+    """Diff ``config``'s network (inference mode) in float32 and ``precision`` on one batch; write layer_diff.*."""
+    from slim_mp.measure.numerics_plot import plot_layer_diff
+
+    name = resolve_precision(precision, allow_float32=True).name
+    prepare_output_dir(output_dir, "--output_dir")
+    built = build_network_graph(config, is_training=False)
+    with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
+        built.initialise(session)
+        batch = session.run(built.images)
+        diff = layer_diff(built.end_points, name, session, {built.images: batch},
+                          **config.precision_options.rewrite_options())
+    title = f"{config.model_name}: relative error of each end point, {name} vs float32 (batch {len(batch)})"
+    paths = [os.path.join(output_dir, file) for file in LAYER_DIFF_FILES]
+    _write_json(dict(diff.to_dict(), model_name=config.model_name), paths[0])
+    _write_text(layer_diff_markdown(diff, title), paths[1])
+    plot_layer_diff(diff, paths[2], title)
+    return diff
+

@@ -1,0 +1,113 @@
+"""fp32-vs-low layer diff: the same weights and batch through the float32 graph and the rewritten one, per end point.
+
+The end points are evaluated in float32, then the graph computing them is rewritten in place by
+``slim_mp.rewrite`` and evaluated again with the same feeds, so the relative error per end point
+(in network order) shows where precision is lost.
+"""
+
+import dataclasses
+import math
+import os
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from slim_mp.graph_pass.report import RewriteReport
+from slim_mp.graph_pass.rewrite import rewrite
+from slim_mp.precision import PrecisionLike, resolve_precision
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerError:
+    """How far one end point moved: ``||low - fp32|| / ||fp32||`` (L2 over the batch), the largest |difference|."""
+
+    name: str
+    shape: Tuple[int, ...]
+    relative_error: float
+    max_abs_error: float
+    nonfinite: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerDiff:
+    """Per-end-point errors in network order, and the rewrite's report (None for float32 against itself)."""
+
+    precision: str
+    layers: List[LayerError]
+    report: Optional[RewriteReport]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready: the precision and one entry per end point."""
+        return {"precision": self.precision, "layers": [dataclasses.asdict(layer) for layer in self.layers]}
+
+
+def _compare(name: str, reference: np.ndarray, low: np.ndarray) -> LayerError:
+    """The error of ``low`` against ``reference`` (float64); any inf/NaN in ``low`` makes it infinite."""
+    reference = np.asarray(reference, np.float64)
+    low = np.asarray(low, np.float64)
+    finite = np.isfinite(low)
+    difference = np.where(finite, low - reference, 0.0)
+    scale = float(np.linalg.norm(reference))
+    error = float(np.linalg.norm(difference))
+    relative = error / scale if scale > 0 else (0.0 if error == 0 else math.inf)
+    if not finite.all():
+        relative = math.inf
+    return LayerError(name, tuple(reference.shape), relative,
+                      float(np.abs(difference).max()) if difference.size else 0.0, int((~finite).sum()))
+
+
+def layer_diff(end_points: Mapping[str, tf.Tensor], precision: PrecisionLike, session: tf.compat.v1.Session,
+               feeds: Optional[Dict[Any, Any]] = None, **rewrite_options: Any) -> LayerDiff:
+    """Evaluate ``end_points`` in float32, rewrite their graph to ``precision`` in place, evaluate them again.
+
+    Run it on a float32 inference graph whose variables are initialised in ``session`` (not
+    finalized: the rewrite adds ops). The rewritten graph runs in a new session of the same target
+    holding the same weights (a session ignores changes to ops it has run). ``feeds`` must pin the
+    batch (e.g. feed the images tensor) so both runs see the same one. ``float32`` skips the rewrite
+    and re-runs the same graph: the errors are then those of the runs' own non-determinism (zero on
+    a CPU).
+
+    Args:
+      end_points: name -> tensor, in network order (the ``end_points`` dict of a TF-Slim network).
+      precision: ``float16``, ``bfloat16`` or ``float32``.
+      session: a session of the graph, variables initialised.
+      feeds: the feed dict of both runs.
+      **rewrite_options: as for ``slim_mp.rewrite`` (``keep_fp32_scopes``, ...).
+
+    Returns:
+      One ``LayerError`` per floating-point end point, in the order given.
+
+    Raises:
+      ValueError: for an unknown precision, or no floating-point end point.
+    """
+    dtype = resolve_precision(precision, allow_float32=True)
+    chosen = {name: t for name, t in end_points.items() if isinstance(t, tf.Tensor) and t.dtype.is_floating}
+    if not chosen:
+        raise ValueError("end_points holds no floating-point tensor; pass the network's end_points dict.")
+    reference = session.run(chosen, feed_dict=feeds)
+    if dtype == tf.float32:
+        low = session.run(chosen, feed_dict=feeds)
+        return LayerDiff(dtype.name, [_compare(name, reference[name], low[name]) for name in chosen], None)
+    graph = session.graph
+    with graph.as_default(), tempfile.TemporaryDirectory() as folder:
+        saver = tf.compat.v1.train.Saver(tf.compat.v1.global_variables())
+        weights = saver.save(session, os.path.join(folder, "weights"), write_meta_graph=False)
+        report = rewrite(list(chosen.values()), dtype, **rewrite_options)
+        chosen = report.remap(chosen)
+        # A session keeps the ops it already ran as they were: the rewritten graph needs a new one.
+        with tf.compat.v1.Session(graph=graph, target=session.sess_str) as rewritten:
+            saver.restore(rewritten, weights)
+            low = rewritten.run(chosen, feed_dict=feeds)
+    return LayerDiff(dtype.name, [_compare(name, reference[name], low[name]) for name in chosen], report)
+
+
+def layer_diff_markdown(diff: LayerDiff, title: str) -> str:
+    """A table: end point, shape, relative error, largest absolute error, non-finite count."""
+    lines = [f"# {title}", "", "| end point | shape | relative error | max abs error | non-finite |",
+             "|---|---|---|---|---|"]
+    for layer in diff.layers:
+        lines.append(f"| {layer.name} | {'x'.join(map(str, layer.shape))} | {layer.relative_error:.3g} | "
+                     f"{layer.max_abs_error:.3g} | {layer.nonfinite} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,109 @@
+"""Where the first inf/NaN of a skipped step came from: re-run its batch with an is-finite flag per tensor.
+
+A ``NonfiniteProbe`` is built once, next to the gradients, and adds one fetch (a bool vector, one
+flag per float tensor of the forward and backward pass) that the train step never runs. After a
+step is skipped (or its loss check fails), the loop feeds that step's batch and loss scale (the
+``captured`` tensors) back in and fetches the flags; the first tensor in execution (topological)
+order that is not finite names the op where inf/NaN first appeared.
+"""
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from slim_mp.graph_pass.region import select_region
+from slim_mp.precision import LOW_PRECISIONS
+
+# Ops that hand out a new batch on every run: their outputs are captured and fed back.
+DATA_SOURCE_OP_TYPES = frozenset({
+    "IteratorGetNext", "IteratorGetNextSync", "QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2",
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class NonfiniteOrigin:
+    """The first op whose output held inf or NaN, which pass it belongs to, its dtype, and the loss scale then."""
+
+    op_name: str
+    op_type: str
+    backward: bool
+    dtype: str
+    loss_scale: Optional[float]
+
+    @property
+    def low_precision(self) -> bool:
+        """True when the op ran in float16 or bfloat16."""
+        return self.dtype in {d.name for d in LOW_PRECISIONS}
+
+    def describe(self) -> str:
+        """One sentence for a log line or an error message."""
+        precision = f"low precision ({self.dtype})" if self.low_precision else self.dtype
+        scale = "" if self.loss_scale is None else f" at loss scale {self.loss_scale:g}"
+        return (f"the first non-finite value came from op {self.op_name!r} ({self.op_type}, "
+                f"{'backward' if self.backward else 'forward'} pass, {precision}){scale}")
+
+
+def _state_reads(graph: tf.Graph, ops: Sequence[tf.Operation]) -> List[tf.Tensor]:
+    """Reads of non-trainable variables (batch-norm moving statistics, the loss scale): a skipped step
+    still updates them, so the replay feeds the values the failing step read."""
+    trainable = {v.handle.op for v in graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
+                 if hasattr(v, "handle")}
+    return [op.outputs[0] for op in ops
+            if op.type == "ReadVariableOp" and op.inputs[0].op.type == "VarHandleOp"
+            and op.inputs[0].op not in trainable]
+
+
+def _checkable(tensor: tf.Tensor) -> bool:
+    """A float tensor outside TF1 control flow that can hold values (statically empty outputs, such as
+    batch norm's gradient reserve space, are scalars at run time on a CPU and hold nothing to check)."""
+    return (tensor.dtype.base_dtype.is_floating and tensor.op._get_control_flow_context() is None
+            and tensor.shape.num_elements() != 0)
+
+
+class NonfiniteProbe:
+    """Is-finite flags of every float tensor that computes ``gradients``, evaluated only on request.
+
+    Args:
+      loss: the (rewritten) loss; ops it depends on form the forward pass, the others the backward.
+      gradients: the gradient tensors the step checks for inf/NaN.
+      loss_scale: the loss-scale tensor the gradients were scaled by (captured and fed back, so the
+        re-run sees the scale of the failing step, not the one the skip lowered it to).
+
+    ``captured``: what the replay feeds back — the batch (outputs of input-pipeline ops), the reads of
+    non-trainable variables (batch-norm moving statistics and the loss scale, which a skipped step
+    still updates) and ``loss_scale``. Trainable variables are unchanged by a skipped step.
+    """
+
+    def __init__(self, loss: tf.Tensor, gradients: Sequence[tf.Tensor], loss_scale: Optional[tf.Tensor] = None
+                 ) -> None:
+        region = select_region(list(gradients))
+        forward = set(select_region(loss).ops)
+        sources = [t for op in region.ops if op.type in DATA_SOURCE_OP_TYPES for t in op.outputs]
+        state = _state_reads(region.graph, region.ops)
+        extra = [loss_scale] if loss_scale is not None and loss_scale.ref() not in {t.ref() for t in state} else []
+        self.captured: List[tf.Tensor] = sources + state + extra
+        self._loss_scale = loss_scale
+        fed = {t.ref() for t in self.captured}
+        self._tensors = [t for op in region.ops for t in op.outputs if _checkable(t) and t.ref() not in fed]
+        self._backward = [t.op not in forward for t in self._tensors]
+        with region.graph.as_default(), tf.name_scope("nonfinite_probe"):
+            self._flags = tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in self._tensors])
+
+    def diagnose(self, session: tf.compat.v1.Session, feed_dict: Dict) -> Optional[NonfiniteOrigin]:
+        """Run the flags with ``feed_dict`` (the failing step's values of ``captured``, and any placeholders).
+
+        Returns the first op, in execution order, with a non-finite output, or None if all is finite.
+        """
+        fetches = {"flags": self._flags}
+        if self._loss_scale is not None:
+            fetches["loss_scale"] = self._loss_scale
+        values = session.run(fetches, feed_dict=feed_dict)
+        bad = np.flatnonzero(~values["flags"])
+        if bad.size == 0:
+            return None
+        tensor = self._tensors[bad[0]]
+        scale = float(values["loss_scale"]) if "loss_scale" in values else None
+        return NonfiniteOrigin(tensor.op.name, tensor.op.type, self._backward[bad[0]],
+                               tensor.dtype.base_dtype.name, scale)

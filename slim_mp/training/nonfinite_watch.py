@@ -1,0 +1,72 @@
+"""``--mp_debug_nonfinite`` in the training loop: replay a failing step's batch to find its first inf/NaN.
+
+With probes, each step first reads its batch and loss scale (the probes' ``captured`` tensors)
+and then runs the unchanged train step with them fed, so a failing step can be replayed: after a
+step skipped for non-finite gradients, or a step whose loss check failed, the probes' is-finite
+flags run once on the same inputs. Without probes nothing changes.
+"""
+
+import contextlib
+from typing import Dict, Iterator, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from slim_mp.loss_scale.skip_monitor import DIVERGENCE_MESSAGE_START
+from slim_mp.numerics.nonfinite import NonfiniteOrigin, NonfiniteProbe
+
+Feed = Dict[tf.Tensor, np.ndarray]
+
+
+class NonfiniteWatch:
+    """Captures each step's inputs for the probes; names the origin of a failing step's inf/NaN."""
+
+    def __init__(self, probes: Sequence[NonfiniteProbe]) -> None:
+        self._probes = list(probes)
+        self._skipped = 0  # the run's skip counter is a local variable that starts at 0
+        self.last_origin: Optional[NonfiniteOrigin] = None
+
+    def capture(self, session: tf.compat.v1.Session) -> Feed:
+        """Read this step's batch and loss scale; the train step runs with them fed (empty without probes)."""
+        tensors = [t for probe in self._probes for t in probe.captured]
+        return dict(zip(tensors, session.run(tensors))) if tensors else {}
+
+    def _diagnose(self, session: tf.compat.v1.Session, feed: Feed) -> Optional[NonfiniteOrigin]:
+        for probe in self._probes:
+            origin = probe.diagnose(session, feed)
+            if origin is not None:
+                self.last_origin = origin
+                return origin
+        return None
+
+    def after_step(self, session: tf.compat.v1.Session, values: Dict, feed: Feed) -> Optional[NonfiniteOrigin]:
+        """When the skipped-step count went up, replay the step and log one WARNING naming the first inf/NaN."""
+        if not self._probes:
+            return None
+        skipped = int(values["skipped"])
+        newly_skipped, self._skipped = skipped > self._skipped, skipped
+        if not newly_skipped:
+            return None
+        origin = self._diagnose(session, feed)
+        step = int(values["step"])
+        if origin is None:
+            logging.warning("step %d was skipped for non-finite gradients, but replaying its batch gave finite "
+                            "values everywhere (random ops, or gradients changed after the backward pass)", step)
+        else:
+            logging.warning("step %d was skipped for non-finite gradients: %s", step, origin.describe())
+        return origin
+
+    @contextlib.contextmanager
+    def explaining_failure(self, session: tf.compat.v1.Session, feed: Feed) -> Iterator[None]:
+        """Add the origin of the inf/NaN to a failing step's error (the loss check, the divergence guard)."""
+        try:
+            yield
+        except tf.errors.InvalidArgumentError as error:
+            if not self._probes:
+                raise
+            origin = self.last_origin if DIVERGENCE_MESSAGE_START in error.message else self._diagnose(session, feed)
+            if origin is None:
+                raise
+            raise type(error)(error.node_def, error.op,
+                              f"{error.message} Diagnosis (--mp_debug_nonfinite): {origin.describe()}.") from error
