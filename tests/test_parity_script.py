@@ -98,7 +98,7 @@ def test_both_precisions_of_a_seed_start_from_one_float32_checkpoint(parity_run)
 
 @pytest.mark.parametrize("flag, expected", [
     ("--model_name=no_such_net", "error: --model_name='no_such_net' is not a known network"),
-    ("--precision=float32", "error: --precision: 'float32' is not a mixed precision"),
+    ("--precision=float32", "error: --precision='float32': 'float32' is not a mixed precision"),
     ("--seeds=1,1", "error: --seeds=1,1 must be distinct"),
     ("--seeds=0,x", "error: --seeds=0,x holds an item that is not int"),
     ("--batch_size=many", "error: flag --batch_size=many: invalid literal"),

@@ -41,7 +41,7 @@ class PrecisionOptions:
         try:
             canonical = precision_name(self.precision, allow_float32=True)
         except ValueError as error:
-            raise ValueError(f"--precision: {error}") from error
+            raise ValueError(f"--precision={self.precision!r}: {error}") from error
         object.__setattr__(self, "precision", canonical)
 
     @property
