@@ -63,7 +63,8 @@ class ParityConfig:
         try:
             canonical = precision_name(self.precision)
         except ValueError as error:
-            raise ValueError(f"--precision={self.precision!r}: {error} (the float32 reference runs are always made).") from error
+            raise ValueError(f"--precision={self.precision!r}: {error} (the float32 reference runs are always "
+                             "made).") from error
         object.__setattr__(self, "precision", canonical)
 
     @property
