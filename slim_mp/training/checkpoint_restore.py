@@ -7,12 +7,16 @@ dtype change, a missing tensor) is one error listing the variables and the flag 
 """
 
 import dataclasses
+import os
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_slim as slim
 from absl import logging
 
+from slim_mp.training.checkpoint_io import (
+    MAX_TO_KEEP, checkpoint_files_by_prefix, checkpoint_step, read_state, write_state,
+)
 from slim_mp.training.scopes import in_scopes
 
 InitFn = Callable[[tf.compat.v1.Session], None]
@@ -58,6 +62,11 @@ def resolve_checkpoint(path: str, flag: str = "--checkpoint_path") -> str:
             "such as model.ckpt-1000 (without .index) or its folder."
         ) from error
     return path
+
+
+def _scope_matches_some(scope: str, names: Sequence[str]) -> bool:
+    """True if some name of ``names`` lies in ``scope``."""
+    return any(in_scopes(name, [scope]) for name in names)
 
 
 def variables_to_restore(exclude_scopes: Sequence[str] = ()) -> List[tf.Variable]:
@@ -148,7 +157,14 @@ def fine_tune_init_fn(
     """
     if not checkpoint_path:
         return None
-    if train_dir and tf.train.latest_checkpoint(train_dir):
+    model_names = [v.op.name for v in slim.get_model_variables()]
+    unmatched = [scope for scope in exclude_scopes if not _scope_matches_some(scope, model_names)]
+    if unmatched:
+        raise ValueError(
+            f"--checkpoint_exclude_scopes names {', '.join(unmatched)}, which match(es) no model variable; fix the "
+            f"scope names (the model's top scopes: {', '.join(sorted({n.split('/')[0] for n in model_names}))})."
+        )
+    if train_dir and has_checkpoints(train_dir):
         logging.info("Ignoring --checkpoint_path because a checkpoint already exists in %s", train_dir)
         return None
     checkpoint = resolve_checkpoint(checkpoint_path)
@@ -166,3 +182,142 @@ def fine_tune_init_fn(
         session.run(restore_op)
 
     return init_fn
+
+
+LOSS_SCALE_STATE = ("loss_scale", "good_steps", "bad_steps")
+# What TensorFlow's checkpoint reader raises for damaged files (its C++ status becomes one of these).
+_READ_FAILURES = (tf.errors.OpError, ValueError, IndexError, RuntimeError, OSError)
+
+
+def has_checkpoints(train_dir: str) -> bool:
+    """True if ``train_dir``'s state file lists a checkpoint or a checkpoint index is present (damaged or not)."""
+    listed, _ = read_state(train_dir)
+    present = checkpoint_files_by_prefix(train_dir)
+    return bool(listed) or any(name.endswith(".index") for names in present.values() for name in names)
+
+
+def _likely_flag(misfit: Misfit, size_flag: str) -> str:
+    """The flag that most likely differs between the run that wrote a checkpoint and this one."""
+    if misfit.checkpoint_dtype != misfit.model_dtype:
+        return "--precision"
+    if len(misfit.checkpoint_shape) != len(misfit.model_shape):
+        return "--model_name"
+    if misfit.checkpoint_shape[-1:] != misfit.model_shape[-1:]:
+        return "--labels_offset (or --dataset_name)"  # the class count
+    return size_flag
+
+
+def _missing_hint(missing: Sequence[str], stored: Sequence[str]) -> str:
+    """The flag that most likely made the model have variables the checkpoint lacks."""
+    if all(name.rsplit("/", 1)[-1] in LOSS_SCALE_STATE for name in missing):
+        return "--precision (the checkpoint has no loss-scale state)"
+    stored_names = set(stored)
+    if all(name.rsplit("/", 1)[0] in stored_names for name in missing):
+        return "--optimizer (these are optimizer slots)"
+    return "--model_name"
+
+
+def check_checkpoint_fits(checkpoint: str, variables: dict, size_flag: str) -> None:
+    """Raise ValueError unless every variable of ``variables`` ({checkpoint name: variable}) is in ``checkpoint``
+    with the same shape and dtype; the message names the variable, both shapes and the flag that likely differs.
+
+    ``size_flag`` is the image-size flag of the calling script (``--train_image_size``, ``--eval_image_size``).
+    """
+    reader = tf.train.load_checkpoint(checkpoint)
+    shapes = reader.get_variable_to_shape_map()
+    dtypes = reader.get_variable_to_dtype_map()
+    misfits = []
+    for name, variable in variables.items():
+        if name not in shapes:
+            continue
+        model_shape = tuple(variable.shape.as_list())
+        model_dtype = variable.dtype.base_dtype
+        if tuple(shapes[name]) != model_shape or dtypes[name].base_dtype != model_dtype:
+            misfits.append(Misfit(name, tuple(shapes[name]), model_shape, dtypes[name].name, model_dtype.name))
+    if misfits:
+        raise ValueError(
+            f"checkpoint {checkpoint} does not fit this model: {_listing([m.describe() for m in misfits])}; "
+            f"it was likely written with another {_likely_flag(misfits[0], size_flag)}: pass the value it was "
+            "written with (or another folder)."
+        )
+    missing = [name for name in variables if name not in shapes]
+    if missing:
+        raise ValueError(
+            f"checkpoint {checkpoint} lacks {len(missing)} variable(s) of this model: {_listing(missing)}; "
+            f"it was likely written with another {_missing_hint(missing, list(shapes))}: pass the value it was "
+            "written with (or another folder)."
+        )
+
+
+def checkpoint_damage(train_dir: str, prefix: str) -> Optional[str]:
+    """Say what is wrong with checkpoint ``prefix`` of ``train_dir`` (naming the file), or None if it is intact.
+
+    Opens the index and reads every tensor (their checksums are verified), so it costs one read
+    of the checkpoint.
+    """
+    path = os.path.join(train_dir, prefix)
+    if not os.path.exists(path + ".index"):
+        return f"{prefix}.index is missing"
+    try:
+        reader = tf.train.load_checkpoint(path)
+    except _READ_FAILURES as error:
+        return f"{prefix}.index cannot be read ({type(error).__name__})"
+    data_files = sorted(name for name in os.listdir(train_dir) if name.startswith(prefix + ".data-"))
+    try:
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except _READ_FAILURES as error:
+        named = data_files[0] if len(data_files) == 1 else f"{prefix}.data-*"
+        return f"{named} is damaged or truncated ({type(error).__name__})"
+    return None
+
+
+def find_resume_checkpoint(train_dir: str) -> Optional[str]:
+    """Return the newest intact checkpoint of ``train_dir`` to resume from, or None if it holds none.
+
+    Checkpoints are those the state file lists and those whose files are present, newest first;
+    damaged ones are skipped with a warning naming their files. Files of a save that a kill
+    interrupted (no index, newer than the listed latest) are ignored. The state file is rebuilt
+    from the files present when it is damaged or does not name the checkpoint chosen.
+
+    Raises:
+      ValueError: naming ``--train_dir`` and the damaged files when checkpoints exist but none is intact.
+    """
+    listed, state_problem = read_state(train_dir)
+    present = checkpoint_files_by_prefix(train_dir)
+    newest_listed = max((checkpoint_step(p) or -1 for p in listed), default=-1)
+    candidates = sorted(set(listed) | set(present), key=lambda p: checkpoint_step(p) or -1, reverse=True)
+    damaged = []
+    chosen = None
+    for prefix in candidates:
+        problem = checkpoint_damage(train_dir, prefix)
+        if problem is None:
+            chosen = prefix
+            break
+        interrupted_save = (
+            state_problem is None and prefix not in listed and (checkpoint_step(prefix) or -1) > newest_listed
+            and not os.path.exists(os.path.join(train_dir, prefix + ".index"))
+        )
+        if interrupted_save:
+            logging.info("Ignoring %s: files of a save that was interrupted", prefix)
+            continue
+        damaged.append(problem)
+    if chosen is None:
+        if damaged:
+            raise ValueError(
+                f"--train_dir={train_dir} holds checkpoints but none is intact: {_listing(damaged)}; "
+                "restore them from a backup, or move them away (or pass a new --train_dir) to start over."
+            )
+        return None
+    if damaged:
+        logging.warning("--train_dir=%s: skipped damaged checkpoint(s): %s; resuming from %s instead",
+                        train_dir, "; ".join(damaged), chosen)
+    if state_problem is not None or not listed or listed[-1] != chosen:
+        if state_problem is not None:
+            logging.warning("--train_dir=%s: the checkpoint state file was damaged (%s); rebuilt it from the "
+                            "checkpoint files present", train_dir, state_problem)
+        step = checkpoint_step(chosen) or -1
+        older = [p for p in candidates if (checkpoint_step(p) or -1) < step
+                 and os.path.exists(os.path.join(train_dir, p + ".index"))]
+        write_state(train_dir, (older[::-1] + [chosen])[-MAX_TO_KEEP:])
+    return os.path.join(train_dir, chosen)
