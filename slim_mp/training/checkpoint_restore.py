@@ -85,6 +85,22 @@ def _castable(stored: tf.DType, wanted: tf.DType) -> bool:
     return stored == wanted or (stored.is_floating and wanted.is_floating)
 
 
+def _misfits(reader, variables: dict, dtype_fits: Callable[[tf.DType, tf.DType], bool]) -> List[Misfit]:
+    """The variables of ``variables`` ({checkpoint name: variable}) stored by ``reader`` with another shape, or a
+    dtype that ``dtype_fits(stored, wanted)`` rejects; variables the checkpoint lacks are not misfits."""
+    shapes = reader.get_variable_to_shape_map()
+    dtypes = reader.get_variable_to_dtype_map()
+    misfits = []
+    for name, variable in variables.items():
+        if name not in shapes:
+            continue
+        model_shape = tuple(variable.shape.as_list())
+        model_dtype = variable.dtype.base_dtype
+        if tuple(shapes[name]) != model_shape or not dtype_fits(dtypes[name], model_dtype):
+            misfits.append(Misfit(name, tuple(shapes[name]), model_shape, dtypes[name].name, model_dtype.name))
+    return misfits
+
+
 def _suggested_scopes(names: Sequence[str]) -> str:
     """The comma-separated parent scopes of ``names``: a ready --checkpoint_exclude_scopes value."""
     scopes = sorted({name.rsplit("/", 1)[0] for name in names})
@@ -97,17 +113,8 @@ def plan_restore(
     """Return the variables of ``variables`` to restore from ``checkpoint``; raise ValueError if some do not fit."""
     reader = tf.train.load_checkpoint(checkpoint)
     shapes = reader.get_variable_to_shape_map()
-    dtypes = reader.get_variable_to_dtype_map()
     missing = [v.op.name for v in variables if v.op.name not in shapes]
-    misfits = []
-    for variable in variables:
-        name = variable.op.name
-        if name in missing:
-            continue
-        model_shape = tuple(variable.shape.as_list())
-        model_dtype = variable.dtype.base_dtype
-        if tuple(shapes[name]) != model_shape or not _castable(dtypes[name], model_dtype):
-            misfits.append(Misfit(name, tuple(shapes[name]), model_shape, dtypes[name].name, model_dtype.name))
+    misfits = _misfits(reader, {v.op.name: v for v in variables}, _castable)
     if misfits:
         raise ValueError(
             f"checkpoint {checkpoint} does not fit {len(misfits)} model variable(s): "
@@ -218,28 +225,24 @@ def _missing_hint(missing: Sequence[str], stored: Sequence[str]) -> str:
 
 
 def check_checkpoint_fits(checkpoint: str, variables: dict, size_flag: str) -> None:
-    """Raise ValueError unless every variable of ``variables`` ({checkpoint name: variable}) is in ``checkpoint``
-    with the same shape and dtype; the message names the variable, both shapes and the flag that likely differs.
+    """Raise ValueError unless each variable of ``variables`` ({checkpoint name: variable}) that ``checkpoint`` holds
+    has its shape and dtype there; the message names the variable, both shapes and the flag that likely differs.
 
     ``size_flag`` is the image-size flag of the calling script (``--train_image_size``, ``--eval_image_size``).
     """
-    reader = tf.train.load_checkpoint(checkpoint)
-    shapes = reader.get_variable_to_shape_map()
-    dtypes = reader.get_variable_to_dtype_map()
-    misfits = []
-    for name, variable in variables.items():
-        if name not in shapes:
-            continue
-        model_shape = tuple(variable.shape.as_list())
-        model_dtype = variable.dtype.base_dtype
-        if tuple(shapes[name]) != model_shape or dtypes[name].base_dtype != model_dtype:
-            misfits.append(Misfit(name, tuple(shapes[name]), model_shape, dtypes[name].name, model_dtype.name))
+    misfits = _misfits(tf.train.load_checkpoint(checkpoint), variables, lambda stored, wanted: stored == wanted)
     if misfits:
         raise ValueError(
             f"checkpoint {checkpoint} does not fit this model: {_listing([m.describe() for m in misfits])}; "
             f"it was likely written with another {_likely_flag(misfits[0], size_flag)}: pass the value it was "
             "written with (or another folder)."
         )
+
+
+def check_checkpoint_complete(checkpoint: str, variables: dict) -> None:
+    """Raise ValueError naming the variables of ``variables`` ({checkpoint name: variable}) that ``checkpoint`` lacks,
+    and the flag that likely differs (a resume needs every one of them)."""
+    shapes = tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
     missing = [name for name in variables if name not in shapes]
     if missing:
         raise ValueError(

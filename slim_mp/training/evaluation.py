@@ -10,7 +10,7 @@ import tensorflow as tf
 import tf_slim as slim
 from absl import logging
 
-from slim_mp.training.checkpoint_restore import resolve_checkpoint
+from slim_mp.training.checkpoint_restore import check_checkpoint_fits, resolve_checkpoint
 from slim_mp.datasets import get_dataset
 from slim_mp.training.input_pipeline import InputOptions, next_batch
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
@@ -53,6 +53,7 @@ class _EvalGraph:
     outputs: Dict[str, tf.Tensor]
     saver: tf1.train.Saver
     read_errors: Callable[[], ContextManager[None]]
+    restored: Dict[str, tf.Variable]
 
 
 def _build(config: EvalConfig) -> _EvalGraph:
@@ -91,12 +92,13 @@ def _build(config: EvalConfig) -> _EvalGraph:
             averages = tf1.train.ExponentialMovingAverage(config.moving_average_decay)
             var_list = averages.variables_to_restore(slim.get_model_variables())
         else:
-            var_list = slim.get_variables_to_restore()
-        return _EvalGraph(graph, outputs, tf1.train.Saver(var_list), dataset.read_errors)
+            var_list = {v.op.name: v for v in slim.get_variables_to_restore()}
+        return _EvalGraph(graph, outputs, tf1.train.Saver(var_list), dataset.read_errors, var_list)
 
 
 def _restore(built: _EvalGraph, session: tf1.Session, checkpoint: str) -> None:
     """Restore the model (or its moving averages); a checkpoint of another model is a ValueError naming the flags."""
+    check_checkpoint_fits(checkpoint, built.restored, "--eval_image_size")
     try:
         built.saver.restore(session, checkpoint)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:

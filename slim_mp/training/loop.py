@@ -16,7 +16,9 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.training.checkpoint_io import atomic_save, train_dir_lock
-from slim_mp.training.checkpoint_restore import check_checkpoint_fits, find_resume_checkpoint
+from slim_mp.training.checkpoint_restore import (
+    check_checkpoint_complete, check_checkpoint_fits, find_resume_checkpoint,
+)
 from slim_mp.distribute.cluster import ClusterLayout, session_target
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.model_setup import prepare_output_dir
@@ -75,6 +77,7 @@ def _check_resume(built: TrainGraph, config: TrainConfig, checkpoint: str) -> No
     with built.graph.as_default():
         variables = {v.op.name: v for v in tf1.global_variables()}
     check_checkpoint_fits(checkpoint, variables, "--train_image_size")
+    check_checkpoint_complete(checkpoint, variables)
     previous = _recorded_precision(config.train_dir)
     precision = config.precision_options.precision
     if previous and previous != precision:
