@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from datasets_support import encode_images
+from slim_mp.datasets import convert_image_folder, fashion_mnist
 from script_runs import (
     EVAL_SCRIPT,
     LENET_ARGS,
@@ -91,13 +93,27 @@ def test_resume_continues_the_global_step_and_the_dynamic_loss_scale(tmp_path):
     assert checkpoint_tensor(train_dir, "global_step") == 6
 
 
+def three_class_image_folder(tmp_path) -> str:
+    """A converted image folder of 30 bundled Fashion-MNIST images of three classes (another class count)."""
+    images, labels = fashion_mnist.load_bundled("test")
+    photos = tmp_path / "photos"
+    for label in range(3):
+        chosen = images[labels == label][:10]
+        (photos / f"class{label}").mkdir(parents=True)
+        for index, encoded in enumerate(encode_images([image[..., np.newaxis] for image in chosen], "png")):
+            (photos / f"class{label}" / f"{index}.png").write_bytes(encoded)
+    convert_image_folder(str(photos), str(tmp_path / "records"), validation_fraction=0.0)
+    return str(tmp_path / "records")
+
+
 def test_fine_tuning_with_excluded_logits_restores_the_rest(runs_dir, tmp_path):
     pretrained = trained_lenet(runs_dir).train_dir
-    common = (*LENET_ARGS, f"--checkpoint_path={pretrained}", "--labels_offset=1", "--max_number_of_steps=1")
+    three_classes = ("--dataset_name=image_folder", f"--dataset_dir={three_class_image_folder(tmp_path)}")
+    common = (*LENET_ARGS, *three_classes, f"--checkpoint_path={pretrained}", "--max_number_of_steps=1")
     refused = run_script(TRAIN_SCRIPT, f"--train_dir={tmp_path / 'refused'}", *common)
     assert refused.returncode == 2
     error = refused.stderr.strip().splitlines()[-1]
-    assert "LeNet/fc4/weights (checkpoint [1024, 10] float32, model [1024, 9] float32)" in error
+    assert "LeNet/fc4/weights (checkpoint [1024, 10] float32, model [1024, 3] float32)" in error
     assert "--checkpoint_exclude_scopes=LeNet/fc4" in error
     assert "Traceback" not in refused.stderr
 
@@ -107,7 +123,7 @@ def test_fine_tuning_with_excluded_logits_restores_the_rest(runs_dir, tmp_path):
     np.testing.assert_array_equal(
         checkpoint_tensor(tuned_dir, "LeNet/conv1/weights"), checkpoint_tensor(pretrained, "LeNet/conv1/weights")
     )
-    assert checkpoint_tensor(tuned_dir, "LeNet/fc4/weights").shape == (1024, 9)
+    assert checkpoint_tensor(tuned_dir, "LeNet/fc4/weights").shape == (1024, 3)
 
 
 def test_ctrl_c_saves_a_checkpoint_at_the_current_step(tmp_path):
