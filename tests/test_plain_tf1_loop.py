@@ -75,7 +75,8 @@ def test_enable_mixed_precision_float16_with_global_initializer_alone():
         w = tf1.get_variable("w", initializer=INITIAL_W)
         x = tf1.placeholder(tf.float32, [3], name="x")
         loss = tf.reduce_sum(tf.square(tf.matmul(x[tf.newaxis, :], w[:, tf.newaxis]) - 1.0))
-        optimizer = slim_mp.enable_mixed_precision(tf1.train.GradientDescentOptimizer(LEARNING_RATE), "float16", loss_scale=128)
+        optimizer = slim_mp.enable_mixed_precision(
+            tf1.train.GradientDescentOptimizer(LEARNING_RATE), "float16", loss_scale=128)
         train_op = slim.learning.create_train_op(loss, optimizer, check_numerics=False)
         ops = tf1.get_default_graph().get_operations()
         assert any(op.type == "MatMul" and op.outputs[0].dtype == tf.float16 for op in ops)

@@ -113,3 +113,17 @@ def test_a_damaged_state_file_is_rebuilt_from_the_checkpoints_present(case, save
     state = tf.train.get_checkpoint_state(train_dir)
     listed = [os.path.basename(path) for path in state.all_model_checkpoint_paths]
     assert listed == [f"model.ckpt-{step}" for step in range(1, SAVED_STEPS + 2)]
+
+
+def test_files_of_an_interrupted_save_are_ignored_without_a_warning(saved_run, tmp_path):
+    """A kill after the data and .meta of step 4 were moved in, before its index: step 3 resumes silently."""
+    def interrupted_save(train_dir):
+        for suffix in (".data-00000-of-00001", ".meta"):
+            source = os.path.join(train_dir, f"model.ckpt-3{suffix}")
+            shutil.copy(source, os.path.join(train_dir, f"model.ckpt-4{suffix}"))
+
+    train_dir = damaged_copy(saved_run, tmp_path, interrupted_save)
+    process = check_ok(resume(train_dir))
+    assert int(progress_lines(process.stdout)[0]["step"]) == SAVED_STEPS + 1
+    assert warnings_of(process.stderr) == []
+    assert checkpoint_tensor(train_dir, "global_step") == SAVED_STEPS + 1
