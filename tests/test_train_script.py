@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from datasets_support import encode_images
-from slim_mp.datasets import convert_image_folder, fashion_mnist
+from datasets_support import three_class_image_folder
 from script_runs import (
     EVAL_SCRIPT,
     LENET_ARGS,
@@ -93,22 +92,9 @@ def test_resume_continues_the_global_step_and_the_dynamic_loss_scale(tmp_path):
     assert checkpoint_tensor(train_dir, "global_step") == 6
 
 
-def three_class_image_folder(tmp_path) -> str:
-    """A converted image folder of 30 bundled Fashion-MNIST images of three classes (another class count)."""
-    images, labels = fashion_mnist.load_bundled("test")
-    photos = tmp_path / "photos"
-    for label in range(3):
-        chosen = images[labels == label][:10]
-        (photos / f"class{label}").mkdir(parents=True)
-        for index, encoded in enumerate(encode_images([image[..., np.newaxis] for image in chosen], "png")):
-            (photos / f"class{label}" / f"{index}.png").write_bytes(encoded)
-    convert_image_folder(str(photos), str(tmp_path / "records"), validation_fraction=0.0)
-    return str(tmp_path / "records")
-
-
 def test_fine_tuning_with_excluded_logits_restores_the_rest(runs_dir, tmp_path):
     pretrained = trained_lenet(runs_dir).train_dir
-    three_classes = ("--dataset_name=image_folder", f"--dataset_dir={three_class_image_folder(tmp_path)}")
+    three_classes = ("--dataset_name=image_folder", f"--dataset_dir={three_class_image_folder(str(tmp_path))}")
     common = (*LENET_ARGS, *three_classes, f"--checkpoint_path={pretrained}", "--max_number_of_steps=1")
     refused = run_script(TRAIN_SCRIPT, f"--train_dir={tmp_path / 'refused'}", *common)
     assert refused.returncode == 2
