@@ -48,17 +48,23 @@ def create_skip_counters() -> SkipCounters:
 
 
 def _zero_if_uninitialised(counter: tf.Variable) -> tf.Operation:
-    """Return an op that sets ``counter`` to zero unless it already holds a value (lazy initialisation)."""
-    return tf.group(tf.cond(
-        counter.is_initialized(),
-        tf.no_op,
-        lambda: tf.group(counter.assign(tf.zeros([], counter.dtype), read_value=False)),
-    ))
+    """Return an op that sets ``counter`` to zero unless it already holds a value (lazy initialisation).
+
+    Built next to the counter (on its parameter server in a cluster), so the check and the assignment
+    run in one place.
+    """
+    with tf.compat.v1.colocate_with(counter):
+        return tf.group(tf.cond(
+            counter.is_initialized(),
+            tf.no_op,
+            lambda: tf.group(counter.assign(tf.zeros([], counter.dtype), read_value=False)),
+        ))
 
 
 def read_counter(counter: tf.Variable) -> tf.Tensor:
     """Read ``counter``; zero while it is uninitialised (before the first step of a run)."""
-    return tf.cond(counter.is_initialized(), counter.read_value, lambda: tf.zeros([], counter.dtype))
+    with tf.compat.v1.colocate_with(counter):
+        return tf.cond(counter.is_initialized(), counter.read_value, lambda: tf.zeros([], counter.dtype))
 
 
 def record_step(
