@@ -264,14 +264,16 @@ def checkpoint_damage(train_dir: str, prefix: str) -> Optional[str]:
     try:
         reader = tf.train.load_checkpoint(path)
     except _READ_FAILURES as error:
-        return f"{prefix}.index cannot be read ({type(error).__name__})"
+        logging.info("Reading %s.index failed: %s", prefix, error)
+        return f"{prefix}.index is damaged"
     data_files = sorted(name for name in os.listdir(train_dir) if name.startswith(prefix + ".data-"))
     try:
         for name in reader.get_variable_to_shape_map():
             reader.get_tensor(name)
     except _READ_FAILURES as error:
         named = data_files[0] if len(data_files) == 1 else f"{prefix}.data-*"
-        return f"{named} is damaged or truncated ({type(error).__name__})"
+        logging.info("Reading %s failed: %s", named, error)
+        return f"{named} is damaged or truncated"
     return None
 
 

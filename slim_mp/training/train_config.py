@@ -84,6 +84,10 @@ def _check_replication(config: TrainConfig) -> None:
                          "use --quantize_delay=-1.")
 
 
+# Typical values, for the messages that refuse a negative one.
+_EXAMPLES = {"learning_rate": 0.01, "weight_decay": 0.00004, "save_interval_secs": 600, "save_summaries_secs": 600}
+
+
 def check_train_config(config: TrainConfig) -> None:
     """Raise ValueError naming the flag for options that are unsupported or out of range, before any work."""
     _check_replication(config)
@@ -111,8 +115,8 @@ def check_train_config(config: TrainConfig) -> None:
         ("save_interval_secs", config.save_interval_secs),
         ("save_summaries_secs", config.save_summaries_secs),
     ):
-        if value < 0:
-            raise ValueError(f"--{flag}={value} is negative; pass a value >= 0.")
+        if not value >= 0:  # also refuses nan
+            raise ValueError(f"--{flag}={value} must be a number >= 0; pass e.g. --{flag}={_EXAMPLES[flag]}.")
     _check_optimizer_settings(config.optimizer_settings)
     _check_precision_flags(config)
 
