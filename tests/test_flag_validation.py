@@ -1,8 +1,11 @@
 """Flags the training script used to accept (or blame on another flag): one error line naming the flag typed."""
 
 import pytest
+import tensorflow as tf
 
 from script_runs import LENET_ARGS, TRAIN_SCRIPT, check_ok, run_script
+from slim_mp.loss_scale.skip_monitor import divergence_guard
+from slim_mp.training.loop import TrainingDivergedError, _diverged
 
 # Each case: extra flags, the start of the error line, a fragment naming the fix.
 REFUSED = {
@@ -84,3 +87,21 @@ def test_divergence_is_one_error_line_with_the_step_and_loss_scale(precision, tm
     steps_done = len([line for line in process.stdout.splitlines() if line.startswith("step=")])
     assert last == (f"error: The loss is inf or NaN; lower --learning_rate or check the input data "
                     f"(at step {steps_done + 1}{scale})."), last
+
+
+def test_the_loss_scale_guard_becomes_one_line_with_the_step():
+    """The float16 guard's real error (limit 1, one non-finite gradient) as the loop reports it."""
+    with tf.Graph().as_default():
+        weight = tf.compat.v1.Variable(1.0, name="weight")
+        guard = divergence_guard(tf.constant(1), 1, [(tf.constant(float("nan")), weight)],
+                                 tf.constant([False]), tf.constant(1.0))
+        with tf.compat.v1.Session() as session:
+            with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+                session.run(guard)
+            error = _diverged(raised.value, session, 7, None)
+    assert isinstance(error, TrainingDivergedError) and isinstance(error, ValueError)
+    assert str(error) == (
+        "Training diverged: 1 steps in a row were skipped with the loss scale at its minimum (1), because the "
+        "gradients of 1 variable(s) hold inf or NaN even unscaled, first: weight. Run these layers in bfloat16, or "
+        "add the ops that feed them to the float16 deny list (at step 7)."
+    )
