@@ -9,7 +9,7 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from script_runs import LENET_ARGS, TRAIN_SCRIPT, check_ok, checkpoint_tensor, progress_lines, run_script
+from script_runs import EVAL_SCRIPT, LENET_ARGS, TRAIN_SCRIPT, check_ok, checkpoint_tensor, progress_lines, run_script
 
 pytestmark = pytest.mark.slow  # one training subprocess per case
 
@@ -61,7 +61,7 @@ def delete(name):
 
 
 def warnings_of(stderr):
-    return [line for line in stderr.splitlines() if line.startswith("W") and "train_dir" in line]
+    return [line for line in stderr.splitlines() if line.startswith("W") and ("_dir=" in line or "_path=" in line)]
 
 
 CHECKPOINT_DAMAGE = {
@@ -127,3 +127,14 @@ def test_files_of_an_interrupted_save_are_ignored_without_a_warning(saved_run, t
     assert int(progress_lines(process.stdout)[0]["step"]) == SAVED_STEPS + 1
     assert warnings_of(process.stderr) == []
     assert checkpoint_tensor(train_dir, "global_step") == SAVED_STEPS + 1
+
+
+def test_evaluating_a_folder_with_a_damaged_newest_checkpoint_uses_the_previous_one(saved_run, tmp_path):
+    train_dir = damaged_copy(saved_run, tmp_path, truncate(DATA, 1000))
+    process = check_ok(run_script(
+        EVAL_SCRIPT, f"--checkpoint_path={train_dir}", f"--eval_dir={tmp_path / 'eval'}",
+        "--dataset_name=fashion_mnist", "--model_name=lenet", "--max_num_batches=1",
+    ))
+    warning = warnings_of(process.stderr)
+    assert len(warning) == 1 and DATA in warning[0] and "using model.ckpt-2" in warning[0], warning
+    assert "global_step=2" in process.stdout

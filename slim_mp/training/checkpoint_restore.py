@@ -50,10 +50,13 @@ def resolve_checkpoint(path: str, flag: str = "--checkpoint_path") -> str:
     if not path:
         raise ValueError(f"{flag} is empty; pass a checkpoint file or a folder holding checkpoints.")
     if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None:
+        survey = survey_checkpoints(path, flag)
+        if survey.chosen is None:
             raise ValueError(f"{flag}={path} is a folder without a checkpoint; pass a folder or file with one.")
-        return latest
+        if survey.damaged:
+            logging.warning("%s=%s: skipped damaged checkpoint(s): %s; using %s instead",
+                            flag, path, "; ".join(survey.damaged), survey.chosen)
+        return os.path.join(path, survey.chosen)
     try:
         tf.train.load_checkpoint(path)
     except (tf.errors.OpError, ValueError) as error:
@@ -277,52 +280,76 @@ def checkpoint_damage(train_dir: str, prefix: str) -> Optional[str]:
     return None
 
 
-def find_resume_checkpoint(train_dir: str) -> Optional[str]:
-    """Return the newest intact checkpoint of ``train_dir`` to resume from, or None if it holds none.
+@dataclasses.dataclass(frozen=True)
+class CheckpointSurvey:
+    """What a folder of checkpoints holds: the newest intact prefix (or None), the damage seen, the state file."""
 
-    Checkpoints are those the state file lists and those whose files are present, newest first;
-    damaged ones are skipped with a warning naming their files. Files of a save that a kill
-    interrupted (no index, newer than the listed latest) are ignored. The state file is rebuilt
-    from the files present when it is damaged or does not name the checkpoint chosen.
+    chosen: Optional[str]
+    damaged: Tuple[str, ...]
+    listed: Tuple[str, ...]
+    state_problem: Optional[str]
+
+
+def survey_checkpoints(directory: str, flag: str) -> CheckpointSurvey:
+    """Find the newest intact checkpoint of ``directory`` without changing anything there.
+
+    Checkpoints are those the state file lists and those whose files are present, newest first.
+    Files of a save that a kill interrupted (no index, newer than the listed latest, state file
+    intact) are not damage.
 
     Raises:
-      ValueError: naming ``--train_dir`` and the damaged files when checkpoints exist but none is intact.
+      ValueError: naming ``flag`` and the damaged files when checkpoints exist but none is intact.
     """
-    listed, state_problem = read_state(train_dir)
-    present = checkpoint_files_by_prefix(train_dir)
+    listed, state_problem = read_state(directory)
+    present = checkpoint_files_by_prefix(directory)
     newest_listed = max((checkpoint_step(p) or -1 for p in listed), default=-1)
     candidates = sorted(set(listed) | set(present), key=lambda p: checkpoint_step(p) or -1, reverse=True)
     damaged = []
-    chosen = None
     for prefix in candidates:
-        problem = checkpoint_damage(train_dir, prefix)
+        problem = checkpoint_damage(directory, prefix)
         if problem is None:
-            chosen = prefix
-            break
+            return CheckpointSurvey(prefix, tuple(damaged), tuple(listed), state_problem)
         interrupted_save = (
             state_problem is None and prefix not in listed and (checkpoint_step(prefix) or -1) > newest_listed
-            and not os.path.exists(os.path.join(train_dir, prefix + ".index"))
+            and not os.path.exists(os.path.join(directory, prefix + ".index"))
         )
         if interrupted_save:
             logging.info("Ignoring %s: files of a save that was interrupted", prefix)
             continue
         damaged.append(problem)
-    if chosen is None:
-        if damaged:
-            raise ValueError(
-                f"--train_dir={train_dir} holds checkpoints but none is intact: {_listing(damaged)}; "
-                "restore them from a backup, or move them away (or pass a new --train_dir) to start over."
-            )
-        return None
     if damaged:
+        raise ValueError(
+            f"{flag}={directory} holds checkpoints but none is intact: {_listing(damaged)}; "
+            f"restore them from a backup, or move them away (or pass another {flag}) to start over."
+        )
+    return CheckpointSurvey(None, (), tuple(listed), state_problem)
+
+
+def find_resume_checkpoint(train_dir: str) -> Optional[str]:
+    """Return the newest intact checkpoint of ``train_dir`` to resume from, or None if it holds none.
+
+    Damaged newer checkpoints are skipped with a warning naming their files; the state file is
+    rebuilt from the files present when it is damaged or does not name the checkpoint chosen.
+
+    Raises:
+      ValueError: naming ``--train_dir`` and the damaged files when checkpoints exist but none is intact.
+    """
+    survey = survey_checkpoints(train_dir, "--train_dir")
+    chosen = survey.chosen
+    if chosen is None:
+        return None
+    if survey.damaged:
         logging.warning("--train_dir=%s: skipped damaged checkpoint(s): %s; resuming from %s instead",
-                        train_dir, "; ".join(damaged), chosen)
-    if state_problem is not None or not listed or listed[-1] != chosen:
-        if state_problem is not None:
+                        train_dir, "; ".join(survey.damaged), chosen)
+    if survey.state_problem is not None or not survey.listed or survey.listed[-1] != chosen:
+        if survey.state_problem is not None:
             logging.warning("--train_dir=%s: the checkpoint state file was damaged (%s); rebuilt it from the "
-                            "checkpoint files present", train_dir, state_problem)
+                            "checkpoint files present", train_dir, survey.state_problem)
         step = checkpoint_step(chosen) or -1
-        older = [p for p in candidates if (checkpoint_step(p) or -1) < step
-                 and os.path.exists(os.path.join(train_dir, p + ".index"))]
-        write_state(train_dir, (older[::-1] + [chosen])[-MAX_TO_KEEP:])
+        older = sorted(
+            (p for p in set(survey.listed) | set(checkpoint_files_by_prefix(train_dir))
+             if (checkpoint_step(p) or -1) < step and os.path.exists(os.path.join(train_dir, p + ".index"))),
+            key=lambda p: checkpoint_step(p) or -1,
+        )
+        write_state(train_dir, (older + [chosen])[-MAX_TO_KEEP:])
     return os.path.join(train_dir, chosen)
