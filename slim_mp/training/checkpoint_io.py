@@ -17,7 +17,7 @@ import re
 import shutil
 import socket
 import tempfile
-from typing import Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
@@ -54,9 +54,9 @@ def checkpoint_step(prefix: str) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
-def checkpoint_files_by_prefix(train_dir: str) -> dict:
+def checkpoint_files_by_prefix(train_dir: str) -> Dict[str, List[str]]:
     """Map each ``model.ckpt-<step>`` prefix present in ``train_dir`` to the names of its files."""
-    found: dict = {}
+    found: Dict[str, List[str]] = {}
     for name in sorted(os.listdir(train_dir)) if os.path.isdir(train_dir) else ():
         match = _CHECKPOINT_FILE.match(name)
         if match:
