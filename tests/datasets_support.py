@@ -4,10 +4,14 @@ Everything runs in a private ``tf.Graph`` with a session, the way the
 training script uses datasets, so the tests do not depend on eager mode.
 """
 
-from typing import Callable
+import os
+import pathlib
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
+
+from slim_mp.datasets import convert_image_folder, fashion_mnist
 
 
 def encode_images(images: list[np.ndarray], image_format: str) -> list[bytes]:
@@ -33,3 +37,17 @@ def read_all(make_dataset: Callable[[], tf.data.Dataset], batch_size: int = 1000
                 images.append(batch_images)
                 labels.append(batch_labels)
     return np.concatenate(images), np.concatenate(labels)
+
+
+def three_class_image_folder(directory: str, num_shards: Optional[int] = None) -> str:
+    """A converted image folder of 30 bundled Fashion-MNIST images of three classes (another class count)."""
+    images, labels = fashion_mnist.load_bundled("test")
+    photos = pathlib.Path(directory) / "photos"
+    for label in range(3):
+        chosen = images[labels == label][:10]
+        (photos / f"class{label}").mkdir(parents=True)
+        for index, encoded in enumerate(encode_images([image[..., np.newaxis] for image in chosen], "png")):
+            (photos / f"class{label}" / f"{index}.png").write_bytes(encoded)
+    records = os.path.join(directory, "records")
+    convert_image_folder(str(photos), records, validation_fraction=0.0, num_shards=num_shards)
+    return records

@@ -216,6 +216,13 @@ def test_image_folder_needs_every_shard_listed_in_metadata(tmp_path):
     with pytest.raises(ValueError, match="holds 1 files .* lists 2"):
         get_dataset("image_folder", "train", str(tmp_path))
     (tmp_path / metadata.shard_filename("train", 1, 2)).write_bytes(b"")
+    with pytest.raises(ValueError, match=r"train-00000-of-00002.tfrecord is empty but dataset_info.json implies 3"):
+        get_dataset("image_folder", "train", str(tmp_path))
+    write_tfrecord(str(tmp_path / metadata.shard_filename("train", 0, 2)), [b"record"] * 3)
+    write_tfrecord(str(tmp_path / metadata.shard_filename("train", 1, 2)), [b"record"] * 1)
+    with pytest.raises(ValueError, match=r"train-00001-of-00002.tfrecord holds 1 records but .* implies 2"):
+        get_dataset("image_folder", "train", str(tmp_path))
+    write_tfrecord(str(tmp_path / metadata.shard_filename("train", 1, 2)), [b"record"] * 2)
     spec = get_dataset("image_folder", "train", str(tmp_path))
     assert (spec.num_samples, spec.num_classes, spec.image_shape) == (5, 2, (None, None, 3))
     (tmp_path / metadata.METADATA_FILENAME).write_text("{not json")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from datasets_support import three_class_image_folder
 from script_runs import (
     EVAL_SCRIPT,
     LENET_ARGS,
@@ -93,11 +94,12 @@ def test_resume_continues_the_global_step_and_the_dynamic_loss_scale(tmp_path):
 
 def test_fine_tuning_with_excluded_logits_restores_the_rest(runs_dir, tmp_path):
     pretrained = trained_lenet(runs_dir).train_dir
-    common = (*LENET_ARGS, f"--checkpoint_path={pretrained}", "--labels_offset=1", "--max_number_of_steps=1")
+    three_classes = ("--dataset_name=image_folder", f"--dataset_dir={three_class_image_folder(str(tmp_path))}")
+    common = (*LENET_ARGS, *three_classes, f"--checkpoint_path={pretrained}", "--max_number_of_steps=1")
     refused = run_script(TRAIN_SCRIPT, f"--train_dir={tmp_path / 'refused'}", *common)
     assert refused.returncode == 2
     error = refused.stderr.strip().splitlines()[-1]
-    assert "LeNet/fc4/weights (checkpoint [1024, 10] float32, model [1024, 9] float32)" in error
+    assert "LeNet/fc4/weights (checkpoint [1024, 10] float32, model [1024, 3] float32)" in error
     assert "--checkpoint_exclude_scopes=LeNet/fc4" in error
     assert "Traceback" not in refused.stderr
 
@@ -107,7 +109,7 @@ def test_fine_tuning_with_excluded_logits_restores_the_rest(runs_dir, tmp_path):
     np.testing.assert_array_equal(
         checkpoint_tensor(tuned_dir, "LeNet/conv1/weights"), checkpoint_tensor(pretrained, "LeNet/conv1/weights")
     )
-    assert checkpoint_tensor(tuned_dir, "LeNet/fc4/weights").shape == (1024, 9)
+    assert checkpoint_tensor(tuned_dir, "LeNet/fc4/weights").shape == (1024, 3)
 
 
 def test_ctrl_c_saves_a_checkpoint_at_the_current_step(tmp_path):

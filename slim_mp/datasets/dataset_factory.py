@@ -105,6 +105,18 @@ def _official(name: str, split_name: str, dataset_dir: Optional[str]) -> Dataset
     )
 
 
+def _check_record_counts(files: tuple[str, ...], split: metadata.SplitInfo, converter: str) -> None:
+    """Raise ValueError naming the first shard whose record count differs from what the metadata file implies."""
+    for path, expected in zip(files, metadata.shard_sizes(split.num_samples, split.num_shards)):
+        found = tfrecord_reader.count_records(path)
+        if found != expected:
+            state = "is empty" if found == 0 else f"holds {found} records"
+            raise ValueError(
+                f"shard {path} {state} but {metadata.METADATA_FILENAME} implies {expected}; part of the data is "
+                f"missing: run {converter} again into a new folder."
+            )
+
+
 def _image_folder(split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
     dataset_dir = _check_dataset_dir(IMAGE_FOLDER, dataset_dir)
     info = metadata.read_info(dataset_dir)
@@ -117,6 +129,7 @@ def _image_folder(split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
             f"--dataset_dir={dataset_dir} holds {len(files)} files matching {split.file_pattern} but its "
             f"{metadata.METADATA_FILENAME} lists {split.num_shards}; run {converter} again into a new folder."
         )
+    _check_record_counts(files, split, converter)
     height, width = info.image_size or (None, None)
     return _tfrecord_spec(
         IMAGE_FOLDER, split_name, split.num_samples, dict(enumerate(info.class_names)),

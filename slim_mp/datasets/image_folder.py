@@ -169,10 +169,12 @@ def stratified_split(
 def write_split(entries: list[ImageEntry], split_name: str, num_shards: int, directory: str) -> metadata.SplitInfo:
     """Write ``entries`` as ``num_shards`` TFRecord shards (at most one per image) into ``directory``."""
     num_shards = min(num_shards, len(entries))
-    for shard_index, shard in enumerate(np.array_split(np.arange(len(entries)), num_shards)):
+    start = 0
+    for shard_index, size in enumerate(metadata.shard_sizes(len(entries), num_shards)):
         path = os.path.join(directory, metadata.shard_filename(split_name, shard_index, num_shards))
+        shard, start = entries[start:start + size], start + size
         with tf.io.TFRecordWriter(path) as writer:
-            for entry in (entries[i] for i in shard):
+            for entry in shard:
                 with open(entry.path, "rb") as handle:
                     encoded = handle.read()
                 writer.write(

@@ -45,6 +45,12 @@ def shard_filename(split_name: str, shard_index: int, num_shards: int) -> str:
     return f"{split_name}-{shard_index:05d}-of-{num_shards:05d}.tfrecord"
 
 
+def shard_sizes(num_samples: int, num_shards: int) -> list[int]:
+    """How many images each shard of a split holds: as equal as possible, the larger shards first."""
+    base, extra = divmod(num_samples, num_shards)
+    return [base + 1 if index < extra else base for index in range(num_shards)]
+
+
 def shard_pattern(split_name: str, num_shards: int) -> str:
     """Return the glob that matches exactly the shards of one split."""
     return f"{split_name}-*-of-{num_shards:05d}.tfrecord"

@@ -7,7 +7,9 @@ without saying which file; ``named_read_errors`` turns that into a
 
 import contextlib
 import functools
+import os
 import re
+import struct
 from typing import Iterator, Optional, Sequence
 
 import tensorflow as tf
@@ -50,6 +52,37 @@ def read_tfrecords(
     )
     decode = functools.partial(tfrecord_format.decode_example, image_shape=image_shape)
     return records.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+# A TFRecord is: uint64 length, uint32 masked CRC of the length, the data, uint32 masked CRC of the data.
+_LENGTH_BYTES = 8
+_CRC_BYTES = 4
+
+
+def count_records(path: str) -> int:
+    """Count the records of TFRecord file ``path`` from their length fields (reads 12 bytes per record).
+
+    Raises:
+      ValueError: naming the file when its last record is cut short.
+    """
+    size = os.path.getsize(path)
+    count = offset = 0
+    with open(path, "rb") as handle:
+        while offset < size:
+            header = handle.read(_LENGTH_BYTES)
+            if len(header) < _LENGTH_BYTES:
+                break
+            (length,) = struct.unpack("<Q", header)
+            offset += _LENGTH_BYTES + 2 * _CRC_BYTES + length
+            if offset > size:
+                break
+            handle.seek(offset)
+            count += 1
+    if offset != size:
+        raise ValueError(
+            f"TFRecord file {path} is truncated after {count} records; replace it by running its converter again."
+        )
+    return count
 
 
 def check_tfrecord_file(path: str) -> None:

@@ -13,7 +13,9 @@ import tensorflow as tf
 
 from slim_mp.loss_scale.finite_check import GradsAndVars, Gradient, finite_flags
 from slim_mp.loss_scale.managers import LossScaleManager
-from slim_mp.loss_scale.skip_monitor import SkipCounters, create_skip_counters, divergence_guard, record_step
+from slim_mp.loss_scale.skip_monitor import (
+    SkipCounters, create_skip_counters, divergence_guard, read_counter, record_step,
+)
 
 _HALF_DTYPES = (tf.float16, tf.bfloat16)
 
@@ -72,9 +74,9 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
       with an error naming the variables whose gradients were non-finite.
       ``None`` disables it.
 
-    The skip counters are local variables (initialise them with
-    ``tf.compat.v1.local_variables_initializer()``; slim's ``train`` and
-    ``MonitoredTrainingSession`` do), so checkpoints keep contrib's layout.
+    The skip counters are local variables that initialise themselves on the
+    first step, so ``tf.compat.v1.global_variables_initializer()`` alone is
+    enough (as with contrib) and checkpoints keep contrib's layout.
 
     Example::
 
@@ -159,7 +161,7 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
     @property
     def skipped_steps(self) -> tf.Tensor:
         """How many steps this run has skipped for inf/NaN gradients (int64 scalar tensor)."""
-        return self._counters().skipped_steps.read_value()
+        return read_counter(self._counters().skipped_steps)
 
     def _counters(self) -> SkipCounters:
         """Return the skip counters of the current graph, creating them on first use."""
@@ -224,7 +226,7 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
             at_min = self._manager.at_min_loss_scale()
             loss_scale = self._manager.get_loss_scale()
             tf.compat.v1.summary.scalar("loss_scale", loss_scale)
-            tf.compat.v1.summary.scalar("skipped_steps", counters.skipped_steps.read_value())
+            tf.compat.v1.summary.scalar("skipped_steps", read_counter(counters.skipped_steps))
             record, streak = record_step(counters, all_finite, at_min)
             with tf.control_dependencies([at_min, loss_scale]):
                 update_scale = self._manager.update_loss_scale(all_finite)

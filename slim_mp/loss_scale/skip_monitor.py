@@ -1,10 +1,11 @@
 """Count the steps that loss scaling skipped, and stop a run that only skips.
 
-The counters are local variables: they describe the current run, a default
+The counters are local variables: they describe the current run, and a default
 ``tf.compat.v1.train.Saver`` neither writes nor expects them (so a TF 1.15
-contrib checkpoint still restores), and ``local_variables_initializer`` (run by
-``slim.learning.train``, ``MonitoredTrainingSession`` and ``Supervisor``)
-initialises them.
+contrib checkpoint still restores). They also initialise themselves on first
+use, so a contrib-style loop that runs only ``global_variables_initializer``
+works; ``local_variables_initializer`` (run by ``slim.learning.train``,
+``MonitoredTrainingSession`` and ``Supervisor``) resets them to zero as well.
 """
 
 import dataclasses
@@ -47,21 +48,46 @@ def create_skip_counters() -> SkipCounters:
         )
 
 
+def _zero_if_uninitialised(counter: tf.Variable) -> tf.Operation:
+    """Return an op that sets ``counter`` to zero unless it already holds a value (lazy initialisation).
+
+    Built next to the counter (on its parameter server in a cluster), so the check and the assignment
+    run in one place.
+    """
+    with tf.compat.v1.colocate_with(counter):
+        return tf.group(tf.cond(
+            counter.is_initialized(),
+            tf.no_op,
+            lambda: tf.group(counter.assign(tf.zeros([], counter.dtype), read_value=False)),
+        ))
+
+
+def read_counter(counter: tf.Variable) -> tf.Tensor:
+    """Read ``counter``; zero while it is uninitialised (before the first step of a run)."""
+    with tf.compat.v1.colocate_with(counter):
+        return tf.cond(counter.is_initialized(), counter.read_value, lambda: tf.zeros([], counter.dtype))
+
+
 def record_step(
     counters: SkipCounters, all_finite: tf.Tensor, at_min_loss_scale: tf.Tensor
 ) -> Tuple[tf.Operation, tf.Tensor]:
     """Return (update op, new streak): count a skipped step, and extend or reset the streak at the minimum scale."""
     with tf.name_scope("record_skipped_step"):
+        initialise = [_zero_if_uninitialised(counters.skips_in_a_row_at_min),
+                      _zero_if_uninitialised(counters.skipped_steps)]
+        with tf.control_dependencies(initialise):
+            previous_streak = counters.skips_in_a_row_at_min.read_value()
         skipped = tf.logical_not(all_finite)
         streak = tf.where(
             tf.logical_and(skipped, at_min_loss_scale),
-            counters.skips_in_a_row_at_min.read_value() + 1,
+            previous_streak + 1,
             0,
         )
-        update = tf.group(
-            counters.skips_in_a_row_at_min.assign(streak, read_value=False),
-            counters.skipped_steps.assign_add(tf.cast(skipped, tf.int64), read_value=False),
-        )
+        with tf.control_dependencies(initialise):
+            update = tf.group(
+                counters.skips_in_a_row_at_min.assign(streak, read_value=False),
+                counters.skipped_steps.assign_add(tf.cast(skipped, tf.int64), read_value=False),
+            )
         return update, streak
 
 

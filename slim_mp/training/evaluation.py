@@ -11,9 +11,9 @@ import tf_slim as slim
 from absl import logging
 
 from slim_mp.config_fields import option
-from slim_mp.training.checkpoint_restore import resolve_checkpoint
+from slim_mp.training.checkpoint_restore import check_checkpoint_fits, resolve_checkpoint
 from slim_mp.datasets import get_dataset
-from slim_mp.training.input_pipeline import InputOptions, next_batch
+from slim_mp.training.input_pipeline import InputOptions, negative_label_errors, next_batch
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
 from slim_mp.training.precision_flags import PrecisionOptions, write_rewrite_reports
 from slim_mp.graph_pass.rewrite import rewrite
@@ -68,6 +68,7 @@ class _EvalGraph:
     outputs: Dict[str, tf.Tensor]
     saver: tf1.train.Saver
     read_errors: Callable[[], ContextManager[None]]
+    restored: Dict[str, tf.Variable]
 
 
 def _build(config: EvalConfig) -> _EvalGraph:
@@ -106,12 +107,13 @@ def _build(config: EvalConfig) -> _EvalGraph:
             averages = tf1.train.ExponentialMovingAverage(config.moving_average_decay)
             var_list = averages.variables_to_restore(slim.get_model_variables())
         else:
-            var_list = slim.get_variables_to_restore()
-        return _EvalGraph(graph, outputs, tf1.train.Saver(var_list), dataset.read_errors)
+            var_list = {v.op.name: v for v in slim.get_variables_to_restore()}
+        return _EvalGraph(graph, outputs, tf1.train.Saver(var_list), dataset.read_errors, var_list)
 
 
 def _restore(built: _EvalGraph, session: tf1.Session, checkpoint: str) -> None:
     """Restore the model (or its moving averages); a checkpoint of another model is a ValueError naming the flags."""
+    check_checkpoint_fits(checkpoint, built.restored, "--eval_image_size")
     try:
         built.saver.restore(session, checkpoint)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:
@@ -129,14 +131,15 @@ def _global_step(checkpoint: str) -> Optional[int]:
 
 
 def _sum_over_split(
-    built: _EvalGraph, checkpoint: str, max_num_batches: Optional[int]
+    built: _EvalGraph, checkpoint: str, max_num_batches: Optional[int], labels_offset: int
 ) -> Tuple[Dict[str, float], int]:
     """Run the outputs batch by batch until the split (or ``max_num_batches``) ends; return their sums and count."""
     sums = {"loss": 0.0, "top1": 0.0, "top5": 0.0}
     num_examples = num_batches = 0
     with tf1.Session(graph=built.graph) as session:
         _restore(built, session, checkpoint)
-        with built.read_errors():  # a damaged input file becomes a ValueError naming it
+        # A damaged input file, or a label made negative by --labels_offset, becomes a ValueError naming it.
+        with built.read_errors(), negative_label_errors(labels_offset):
             while max_num_batches is None or num_batches < max_num_batches:
                 try:
                     values = session.run(built.outputs)
@@ -174,7 +177,7 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
         raise ValueError(f"--max_num_batches={config.max_num_batches} must be >= 1; pass a positive count or unset it.")
     checkpoint = resolve_checkpoint(config.checkpoint_path)
     prepare_output_dir(config.eval_dir, "--eval_dir")
-    sums, num_examples = _sum_over_split(_build(config), checkpoint, config.max_num_batches)
+    sums, num_examples = _sum_over_split(_build(config), checkpoint, config.max_num_batches, config.labels_offset)
     if num_examples == 0:
         raise ValueError(f"--dataset_split_name={config.dataset_split_name} has no examples; pick a non-empty split.")
     metrics = {

@@ -1,7 +1,9 @@
 """tf.data input for training and evaluation: decode and preprocess in parallel, shuffle, repeat, batch, prefetch."""
 
+import contextlib
 import dataclasses
-from typing import Callable, Dict, Optional, Tuple
+import re
+from typing import Callable, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -11,6 +13,8 @@ from slim_mp.datasets import DatasetSpec
 PreprocessFn = Callable[[tf.Tensor, int, int], tf.Tensor]
 
 SHUFFLE_BUFFER_IMAGES = 2048
+_NEGATIVE_LABEL = "a label minus --labels_offset is negative"
+_NEGATIVE_LABEL_VALUE = re.compile(re.escape(_NEGATIVE_LABEL) + r"\W+(-?\d+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +52,32 @@ def check_options(options: InputOptions) -> None:
         raise ValueError(f"--labels_offset={options.labels_offset} must be >= 0; pass 0 or the offset to remove.")
 
 
+def _offset_label(label: tf.Tensor, labels_offset: int) -> tf.Tensor:
+    """``label - labels_offset`` as int64; running it fails (``negative_label_errors`` names the flag) if negative."""
+    label = tf.cast(label, tf.int64)
+    if not labels_offset:
+        return label
+    check = tf.debugging.Assert(label >= labels_offset, [_NEGATIVE_LABEL, label])
+    with tf.control_dependencies([check]):
+        return label - labels_offset
+
+
+@contextlib.contextmanager
+def negative_label_errors(labels_offset: int) -> Iterator[None]:
+    """Turn the failure of ``_offset_label`` inside the block into a ValueError naming ``--labels_offset``."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        match = _NEGATIVE_LABEL_VALUE.search(error.message)
+        if not match:
+            raise
+        raise ValueError(
+            f"--labels_offset={labels_offset} makes label {match.group(1)} of the data negative; this dataset's "
+            f"labels start below {labels_offset}: pass a smaller --labels_offset (0 unless label 0 is a "
+            "background class to drop)."
+        ) from error
+
+
 def _to_three_channels(image: tf.Tensor, use_grayscale: bool) -> tf.Tensor:
     """Repeat a single channel to RGB so grayscale data feeds 3-channel networks (kept as is with ``use_grayscale``)."""
     if image.shape[-1] == 1 and not use_grayscale:
@@ -66,7 +96,7 @@ def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOpti
 
     def prepare(image: tf.Tensor, label: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         image = preprocess(_to_three_channels(image, options.use_grayscale), size, size)
-        return image, tf.cast(label, tf.int64) - options.labels_offset
+        return image, _offset_label(label, options.labels_offset)
 
     dataset = source if source is not None else spec.make_dataset(shuffle_files=options.is_training, seed=options.seed)
     if options.num_shards > 1:

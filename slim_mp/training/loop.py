@@ -4,15 +4,23 @@ Every worker of a cluster runs it; only the chief (task 0) writes checkpoints, s
 pass report. All stop when the global step reaches ``--max_number_of_steps``.
 """
 
+import contextlib
 import dataclasses
+import json
+import os
+import re
 import time
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.training.checkpoint_io import atomic_save
-from slim_mp.distribute.cluster import session_target
+from slim_mp.training.checkpoint_io import atomic_save, train_dir_lock
+from slim_mp.training.checkpoint_restore import (
+    check_checkpoint_complete, check_checkpoint_fits, find_resume_checkpoint,
+)
+from slim_mp.distribute.cluster import ClusterLayout, session_target
+from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.nonfinite_watch import NonfiniteWatch
 from slim_mp.training.precision_flags import write_rewrite_reports
@@ -25,6 +33,15 @@ tf1 = tf.compat.v1
 
 # Called after every train step with that step's progress values (step, loss, learning_rate, loss_scale, skipped).
 StepCallback = Callable[[Dict[str, float]], None]
+
+RUN_INFO_FILENAME = "run_info.json"
+# The sentences of the two divergence checks: the loss check of the train step and the loss-scale guard.
+_DIVERGENCE = re.compile(r"(The loss is inf or NaN[^:\n]*|Training diverged:[^\]]*)")
+_DIAGNOSIS = re.compile(r"Diagnosis \(--mp_debug_nonfinite\): [^\n]*")
+
+
+class TrainingDivergedError(ValueError):
+    """The loss or the gradients became inf/NaN for good; the message says at which step and loss scale."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,20 +57,44 @@ class TrainResult:
     checkpoint: Optional[str]
 
 
-def _restore_or_initialise(built: TrainGraph, train_dir: str) -> SessionInit:
-    """The chief's init: restore ``train_dir``'s latest checkpoint (step, weights, loss-scale state), or fine-tune."""
+def _recorded_precision(train_dir: str) -> Optional[str]:
+    """The precision the last run in ``train_dir`` trained in, or None if unrecorded (or unreadable)."""
+    try:
+        with open(os.path.join(train_dir, RUN_INFO_FILENAME), encoding="utf-8") as handle:
+            return json.load(handle).get("precision")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _record_precision(train_dir: str, precision: str) -> None:
+    """Write ``train_dir/run_info.json`` naming this run's precision (replaced atomically)."""
+    path = os.path.join(train_dir, RUN_INFO_FILENAME)
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump({"precision": precision}, handle)
+    os.replace(path + ".tmp", path)
+
+
+def _check_resume(built: TrainGraph, config: TrainConfig, checkpoint: str) -> None:
+    """Before restoring: every variable must fit the checkpoint; warn when the precision changes."""
+    with built.graph.as_default():
+        variables = {v.op.name: v for v in tf1.global_variables()}
+    check_checkpoint_fits(checkpoint, variables, "--train_image_size")
+    check_checkpoint_complete(checkpoint, variables)
+    previous = _recorded_precision(config.train_dir)
+    precision = config.precision_options.precision
+    if previous and previous != precision:
+        dropped = " (its loss-scale state is dropped)" if previous == "float16" else ""
+        logging.warning("--train_dir=%s was trained in %s; resuming it in --precision=%s%s",
+                        config.train_dir, previous, precision, dropped)
+
+
+def _restore_or_initialise(built: TrainGraph, resume_from: Optional[str]) -> SessionInit:
+    """The chief's init: restore ``resume_from`` (step, weights, loss-scale state), or initialise and fine-tune."""
 
     def initialise(session: tf1.Session) -> None:
-        latest = tf.train.latest_checkpoint(train_dir)
-        if latest:
-            try:
-                built.saver.restore(session, latest)
-            except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:
-                raise ValueError(
-                    f"--train_dir={train_dir} holds checkpoint {latest}, made for a different model or precision "
-                    f"({type(error).__name__}); pass a new --train_dir to start over."
-                ) from error
-            logging.info("Resuming from %s", latest)
+        if resume_from:
+            built.saver.restore(session, resume_from)
+            logging.info("Resuming from %s", resume_from)
             return
         session.run(built.session_ops.global_init)
         if built.init_fn is not None:
@@ -74,25 +115,38 @@ def train(config: TrainConfig, print_line: Callable[[str], None] = print,
     layout = cluster_layout(config)
     if layout.is_chief:
         prepare_output_dir(config.train_dir, "--train_dir")
+    with train_dir_lock(config.train_dir) if layout.is_chief else contextlib.nullcontext():
+        return _train(config, layout, print_line, on_step)
+
+
+def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str], None],
+           on_step: Optional[StepCallback]) -> TrainResult:
+    """``train`` once the chief holds the lock on ``--train_dir``."""
+    resume_from = find_resume_checkpoint(config.train_dir) if layout.is_chief else None
     target = session_target(layout)
     built = build_train_graph(config, layout)
+    if resume_from:
+        _check_resume(built, config, resume_from)
+    if layout.is_chief:
+        _record_precision(config.train_dir, config.precision_options.precision)
     reports = getattr(built.optimizer, "rewrite_reports", [])
     for report in reports:
         logging.info("%s", report.summary())
     if config.precision_options.mp_report and layout.is_chief:
         write_rewrite_reports(reports, config.precision_options.mp_report)
     with built.graph.as_default():
+        loss_scale = built.optimizer.loss_scale if config.precision_options.mixed else None
         started = start_session(
             built.session_ops, layout.is_chief, target,
             layout.session_config(bfloat16=config.precision_options.precision == "bfloat16"),
-            _restore_or_initialise(built, config.train_dir),
+            _restore_or_initialise(built, resume_from),
         )
         built.graph.finalize()
         writer = _summary_writer(built, config.train_dir) if layout.is_chief else None
         try:
             if built.input_feed is not None:
                 built.input_feed.initialize(started.session)
-            return _loop(built, started.session, writer, config, print_line, on_step, layout.is_chief)
+            return _loop(built, started.session, writer, config, print_line, on_step, layout.is_chief, loss_scale)
         finally:
             if writer is not None:
                 writer.close()
@@ -104,9 +158,30 @@ def _summary_writer(built: TrainGraph, train_dir: str) -> tf1.summary.FileWriter
     return tf1.summary.FileWriter(train_dir, graph=built.graph)
 
 
+def _diverged(error: tf.errors.InvalidArgumentError, session: tf1.Session, step: int,
+              loss_scale: Optional[tf.Tensor]) -> Optional[TrainingDivergedError]:
+    """The one-line error for a divergence check that fired at ``step``, or None for any other error.
+
+    The ``--mp_debug_nonfinite`` diagnosis, when the step carried one, is kept at the end.
+    """
+    match = _DIVERGENCE.search(error.message)
+    if not match:
+        return None
+    diagnosis = _DIAGNOSIS.search(error.message)
+    where = f"at step {step}"
+    if loss_scale is not None and not diagnosis:  # a diagnosis names the scale the step ran with
+        where += f" with loss scale {float(session.run(loss_scale)):g}"
+    explained = f" {diagnosis.group(0).rstrip('.')}." if diagnosis else ""
+    return TrainingDivergedError(f"{match.group(1).rstrip(' .')} ({where}).{explained}")
+
+
 def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.FileWriter], config: TrainConfig,
-          print_line: Callable[[str], None], on_step: Optional[StepCallback], is_chief: bool) -> TrainResult:
-    """Run train steps; log, summarise and checkpoint (chief) on their schedules; save at the end or on Ctrl-C."""
+          print_line: Callable[[str], None], on_step: Optional[StepCallback], is_chief: bool,
+          loss_scale: Optional[tf.Tensor]) -> TrainResult:
+    """Run train steps; log, summarise and checkpoint (chief) on their schedules; save at the end or on Ctrl-C.
+
+    A divergence check that fires becomes a ``TrainingDivergedError`` (a ValueError: one error line).
+    """
     step = int(session.run(built.global_step))
     values = None
     throughput = Throughput(built.images_per_step)
@@ -114,14 +189,21 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
     iterations = 0
     watch = NonfiniteWatch(getattr(built.optimizer, "nonfinite_probes", []))
     try:
-        with built.dataset.read_errors():  # a damaged input file becomes a ValueError naming it
+        # A damaged input file, or a label made negative by --labels_offset, becomes a ValueError naming it.
+        with built.dataset.read_errors(), negative_label_errors(config.labels_offset):
             while config.max_number_of_steps is None or step < config.max_number_of_steps:
                 now = time.monotonic()
                 summary_due = writer is not None and now - last_summary >= config.save_summaries_secs
                 fetches = dict(built.progress, summary=built.summary_op) if summary_due else built.progress
                 feed = watch.capture(session)
-                with watch.explaining_failure(session, feed):
-                    values = session.run(fetches, feed_dict=feed or None)
+                try:
+                    with watch.explaining_failure(session, feed):
+                        values = session.run(fetches, feed_dict=feed or None)
+                except tf.errors.InvalidArgumentError as error:
+                    diverged = _diverged(error, session, step + 1, loss_scale)
+                    if diverged is None:
+                        raise
+                    raise diverged from error
                 watch.after_step(session, values, feed)
                 throughput.step_done()
                 iterations += 1

@@ -56,12 +56,16 @@ def make_session_ops(is_chief: bool, sync_optimizer: Optional[tf1.train.SyncRepl
             # No initial tokens: every worker waits for the update its gradients went into (lockstep).
             init_tokens = sync_optimizer.get_init_tokens_op(num_tokens=0)
             queue_runner = sync_optimizer.get_chief_queue_runner()
+    ready = tf1.report_uninitialized_variables()
+    ready_for_local_init = tf1.report_uninitialized_variables(tf1.global_variables() + shared)
+    for report in (ready, ready_for_local_init):
+        report.mark_used()  # a check that fails before the session starts leaves them unused, rightly
     return SessionOps(
         global_init=tf1.global_variables_initializer(),
         shared_local_init=tf1.variables_initializer(shared, name="init_shared_local_variables"),
         local_init=tf.group(tf1.variables_initializer(own), tf1.tables_initializer(), name="init_own_local_variables"),
-        ready=tf1.report_uninitialized_variables(),
-        ready_for_local_init=tf1.report_uninitialized_variables(tf1.global_variables() + shared),
+        ready=ready,
+        ready_for_local_init=ready_for_local_init,
         sync_init=sync_init,
         init_tokens=init_tokens,
         chief_queue_runner=queue_runner,
