@@ -18,6 +18,7 @@ from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import LOW, PaintConfig, class_counts, low_ops, paint
+from slim_mp.graph_pass.placement import PlacementOptions, measured_placement, resolve_placement
 from slim_mp.graph_pass.rebuild import Rebuilder
 from slim_mp.graph_pass.refine import demote_tail
 from slim_mp.graph_pass.region import select_region
@@ -52,6 +53,8 @@ def rewrite(
     device_type: Optional[str] = None,
     include_update_ops: bool = True,
     dry_run: bool = False,
+    placement: Optional[str] = None,
+    placement_options: Optional[PlacementOptions] = None,
 ) -> RewriteReport:
     """Rewrite, in place, the part of the graph that computes ``fetches`` to run in low precision.
 
@@ -63,6 +66,12 @@ def rewrite(
     what they compute is rewritten too unless ``include_update_ops=False`` (e.g. an auxiliary head
     outside the loss). ``device_type`` (``CPU``/``GPU``) is where unplaced ops run, detected by
     default. ``dry_run=True`` returns the plan and leaves the graph untouched.
+
+    ``placement="measured"`` (the default, unless ``$SLIM_MP_PLACEMENT`` says otherwise) times the
+    allow ops on this device with their real shapes and keeps float32 those for which low precision
+    does not pay, casts included (``slim_mp.graph_pass.placement``; timings cached on disk,
+    ``placement_options`` sets the cache, a decisions file to reuse, or a fake ``measure`` for tests);
+    ``placement="static"`` runs every allow op low, as the tables say.
 
     Example::
 
@@ -86,7 +95,12 @@ def rewrite(
     update_ops = region.graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
     if include_update_ops and update_ops:
         region = select_region([fetches, update_ops])
-    decisions = paint(region, PaintConfig(dtype, classes, list(keep_fp32_scopes), device))
+    paint_config = PaintConfig(dtype, classes, list(keep_fp32_scopes), device)
+    plan = None
+    if resolve_placement(placement) == "measured":
+        plan = measured_placement(region, paint_config, placement_options)
+        paint_config.fixed_float32 = plan.float32_ops
+    decisions = paint(region, paint_config)
     low = demote_tail(low_ops(decisions, region), decisions, dtype)
     _check_before_gradients(low)
 
@@ -108,7 +122,13 @@ def rewrite(
         remap = rebuilder.remap
     if not low:
         already = any(t.dtype == dtype for op in region.ops for t in op.outputs)
-        if not already:
+        if plan is not None and plan.float32_ops and not already:
+            notes.append(
+                f"nothing was converted to {dtype.name}: the measured placement kept every allow op float32, "
+                f"{dtype.name} does not pay on this device for these shapes (see the float32 reasons); "
+                "placement='static' converts them anyway."
+            )
+        elif not already:
             notes.append(
                 f"nothing was converted to {dtype.name}: no allow-list op (Conv2D, MatMul, ...) computes "
                 "the fetches, or all were kept float32 (see the float32 reasons)."
@@ -133,5 +153,6 @@ def rewrite(
         unlisted_op_types=dict(unlisted),
         warnings=notes,
         seconds=time.perf_counter() - started,
+        placement=plan.as_json() if plan else None,
         _remap=remap,
     )
