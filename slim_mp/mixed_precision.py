@@ -55,11 +55,14 @@ def enable_mixed_precision(
     loss_scale: LossScaleLike = None,
     max_consecutive_skips_at_min: Optional[int] = 100,
     count_skipped_steps: bool = False,
+    placement: Optional[str] = None,
     **rewrite_options: Any,
 ) -> MixedPrecisionOptimizer:
     """Wrap ``optimizer`` for mixed-precision training; the graph is rewritten when gradients are computed.
 
-    ``rewrite_options`` go to ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...).
+    ``rewrite_options`` go to ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...), and so does
+    ``placement``: ``"measured"`` (the default) keeps float32 the ops measured slower in low precision
+    on this device, ``"static"`` converts every allow-list op.
     ``count_skipped_steps=True`` is for ``SyncReplicasOptimizer`` (see ``LossScaleOptimizer``).
 
     Example::
@@ -73,5 +76,5 @@ def enable_mixed_precision(
     dtype = resolve_precision(precision)
     manager = make_loss_scale_manager(loss_scale, dtype)
     return MixedPrecisionOptimizer(
-        optimizer, manager, dtype, rewrite_options, max_consecutive_skips_at_min, count_skipped_steps
+        optimizer, manager, dtype, dict(rewrite_options, placement=placement), max_consecutive_skips_at_min, count_skipped_steps
     )

@@ -204,3 +204,52 @@ def test_cast_model_fits_the_two_sizes():
     np.testing.assert_allclose(model.ms(placement._CAST_SIZES[0]), 0.1, rtol=1e-9)
     np.testing.assert_allclose(model.ms(placement._CAST_SIZES[1]), 1.1, rtol=1e-9)
     assert OpSignature("Cast", ((10,),)) == placement.cast_signature(10)
+
+
+def test_training_run_writes_its_decisions_and_a_resumed_run_reuses_them(tmp_path, monkeypatch):
+    from slim_mp.training.learning_rate import LearningRateSettings
+    from slim_mp.training.loop import train
+    from slim_mp.training.optimizers import OptimizerSettings
+    from slim_mp.training.precision_flags import PrecisionOptions
+    from slim_mp.training.train_config import TrainConfig
+
+    def fake_benchmark(signatures, precision, *args):
+        # MatMuls slower in low precision, convolutions faster.
+        return {s: OpTiming(0.0, 0.001) if s.op_type == "Cast" else
+                OpTiming(1.0, 5.0) if s.op_type == "MatMul" else OpTiming(5.0, 1.0) for s in signatures}
+
+    monkeypatch.setenv(placement.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(placement, "micro_benchmark", fake_benchmark)
+    train_dir = tmp_path / "train"
+
+    def run(steps):
+        precision = PrecisionOptions(precision="bfloat16", mp_placement="measured",
+                                     mp_report=str(tmp_path / f"report{steps}.json"))
+        config = TrainConfig(
+            train_dir=str(train_dir), dataset_name="fashion_mnist", model_name="lenet", batch_size=8,
+            max_number_of_steps=steps, num_preprocessing_threads=1, seed=0, precision_options=precision,
+            optimizer_settings=OptimizerSettings(optimizer="sgd"),
+            learning_rate_settings=LearningRateSettings(learning_rate_decay_type="fixed", learning_rate=0.01))
+        train(config, print_line=lambda line: None)
+        (report,) = json.loads((tmp_path / f"report{steps}.json").read_text())["reports"]
+        return report
+
+    first = run(1)
+    decisions = json.loads((train_dir / placement.DECISIONS_FILE_NAME).read_text())
+    assert set(decisions["float32_ops"]) == {"LeNet/fc3/MatMul", "LeNet/fc4/MatMul"}
+    assert first["placement"]["low_ops"] == ["LeNet/conv1/Conv2D", "LeNet/conv2/Conv2D"]
+    # Resume with an empty cache and no way to measure: the file alone decides, the graph is the same.
+    monkeypatch.setenv(placement.CACHE_ENV, str(tmp_path / "empty_cache"))
+    monkeypatch.setattr(placement, "micro_benchmark", _refuse)
+    second = run(2)
+    assert second["placement"]["source"].startswith("reused from")
+    assert second["float32_ops"] == first["float32_ops"]
+    assert second["class_counts"] == first["class_counts"]
+
+
+def test_mp_placement_flag_is_checked_and_passed_to_the_rewrite():
+    from slim_mp.training.precision_flags import PrecisionOptions
+
+    with pytest.raises(ValueError, match="--mp_placement=fastest: placement='fastest' is not a placement"):
+        PrecisionOptions(precision="bfloat16", mp_placement="fastest")
+    assert PrecisionOptions(precision="bfloat16", mp_placement="static").rewrite_options()["placement"] == "static"

@@ -87,6 +87,9 @@ HELP: Dict[str, str] = {
     "mp_deny_ops": "Op types to keep in float32 (comma-separated).",
     "mp_keep_fp32_scopes": "Name scopes whose ops stay in float32 (comma-separated), e.g. the logits layer.",
     "mp_report": "Write the graph pass's report to this JSON file.",
+    "mp_placement": "Where ops run low: measured (time conv/matmul ops on this device, keep float32 where "
+                    "low precision is slower; decisions saved to --train_dir/placement.json) or static (the "
+                    "op lists only).",
     "loss_scale": "'dynamic' or a fixed number; unset means dynamic for float16 and none for bfloat16.",
     "loss_scale_init": "Initial dynamic loss scale.",
     "loss_scale_incr_every_n_steps": "Grow the dynamic loss scale after this many finite steps in a row.",

@@ -8,6 +8,7 @@ import dataclasses
 import json
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+from slim_mp.graph_pass.placement import default_placement, resolve_placement
 from slim_mp.graph_pass.report import RewriteReport
 from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.policy import DYNAMIC, DynamicLossScale, make_loss_scale_manager, parse_loss_scale
@@ -27,6 +28,7 @@ class PrecisionOptions:
     mp_deny_ops: Tuple[str, ...] = ()
     mp_keep_fp32_scopes: Tuple[str, ...] = ()
     mp_report: Optional[str] = None
+    mp_placement: str = default_placement()
 
     def __post_init__(self) -> None:
         try:
@@ -34,6 +36,10 @@ class PrecisionOptions:
         except ValueError as error:
             raise ValueError(f"--precision: {error}") from error
         object.__setattr__(self, "precision", canonical)
+        try:
+            resolve_placement(self.mp_placement)
+        except ValueError as error:
+            raise ValueError(f"--mp_placement={self.mp_placement}: {error}") from error
 
     @property
     def mixed(self) -> bool:
@@ -46,6 +52,7 @@ class PrecisionOptions:
             "allow": list(self.mp_allow_ops),
             "deny": list(self.mp_deny_ops),
             "keep_fp32_scopes": list(self.mp_keep_fp32_scopes),
+            "placement": self.mp_placement,
         }
 
 
