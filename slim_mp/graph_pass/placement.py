@@ -7,7 +7,8 @@ static painting would make low, with its real shapes and attributes, on this dev
 
 * per op signature, a tiny standalone graph runs the forward op and the backprop ops its gradient
   creates (``Conv2DBackpropInput``/``Filter``, ...), once in float32 and once in the low type
-  (inputs already low: the op's own cost), in its own session, warmed up, median of a few runs;
+  (inputs already low: the op's own cost), all in one standalone session, warmed up, fastest of a few
+  round-robin runs;
 * a Cast costs ``a + b * elements`` (fitted from two sizes, forward cast plus its gradient's cast).
 
 The decision is made on the estimated step, not op by op in isolation: for a placement (a set of
@@ -16,7 +17,7 @@ times (low or float32 as painted) plus the casts that painting implies (``planne
 Demoting one op in the middle of a low region costs two casts each way, so deciding per op alone
 would create cast ping-pong; the search therefore compares the static placement, the per-op one
 (every op slower in low demoted), everything in float32, and then flips whole connected low regions
-while that lowers the estimate. Low times count with a 10% margin (``LOW_PRECISION_MARGIN``): the
+while that lowers the estimate. Low times count with a 20% margin (``LOW_PRECISION_MARGIN``): the
 estimate leaves out the batch norms, activations and pooling that go low with the allow ops and
 oneDNN's layout reorders, which make small low-precision steps slower than their convolutions say. The winner's demoted ops become fixed-float32 reasons fed into
 ``paint`` ("slower in bfloat16 on this device: X ms vs Y ms"), so deny taint, clear/infer spreading
@@ -58,7 +59,7 @@ _CAST_SIZES = (1 << 14, 1 << 20)
 _POLL_SECONDS = 0.5
 # Low precision must win by this fraction: the estimate leaves out what goes low around the allow ops
 # (batch norm, pooling, activations) and oneDNN's layout reorders, which cost time at small sizes.
-LOW_PRECISION_MARGIN = 0.10
+LOW_PRECISION_MARGIN = 0.20
 
 
 def default_placement() -> str:
@@ -241,23 +242,31 @@ def _train_target(signature: OpSignature, dtype: tf.DType, training: bool, rng: 
 
 
 def _fastest_ms(session: tf.compat.v1.Session, targets: Sequence[tf.Tensor], warmup: int,
-                runs: int) -> List[float]:
-    """Fastest milliseconds of each target, timed alternately after ``warmup`` untimed runs each.
+                runs: int) -> List[Optional[float]]:
+    """Fastest milliseconds of each target (None if it fails to run), after ``warmup`` untimed runs each.
 
-    The minimum, not the median: on a shared machine noise only ever adds time, and an op's own
-    cost is what the decision compares.
+    The targets are timed round-robin, one run of each per round, so the runs of one target are
+    spread over the whole measurement and a burst of load on a shared machine cannot spoil all of
+    them. The minimum, not the median: noise only ever adds time, and the decision compares costs.
     """
-    callables = [session.make_callable(target) for target in targets]
-    for run in callables:
-        for _ in range(warmup):
-            run()
+    callables: List[Optional[Callable[[], object]]] = []
+    for target in targets:
+        run = session.make_callable(target)
+        try:
+            for _ in range(warmup):
+                run()
+        except tf.errors.OpError:
+            run = None
+        callables.append(run)
     times: List[List[float]] = [[] for _ in callables]
     for _ in range(runs):
         for index, run in enumerate(callables):
+            if run is None:
+                continue
             started = time.perf_counter()
             run()
             times[index].append((time.perf_counter() - started) * 1000.0)
-    return [min(values) for values in times]
+    return [min(values) if values else None for values in times]
 
 
 def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, training: bool = True,
@@ -281,16 +290,13 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, trai
     timings: Dict[OpSignature, OpTiming] = {}
     with tf.compat.v1.Session(graph=graph) as session:
         session.run(init)
-        for signature, (float32_target, low_target) in targets.items():
-            try:
-                if signature.op_type == _CAST:
-                    (low_ms,) = _fastest_ms(session, [low_target], warmup, runs)
-                    timings[signature] = OpTiming(0.0, low_ms)
-                else:
-                    float32_ms, low_ms = _fastest_ms(session, [float32_target, low_target], warmup, runs)
-                    timings[signature] = OpTiming(float32_ms, low_ms)
-            except tf.errors.OpError:
+        flat = [target for pair in targets.values() for target in pair]
+        fastest = iter(_fastest_ms(session, flat, warmup, runs))
+        for signature in targets:
+            float32_ms, low_ms = next(fastest), next(fastest)
+            if float32_ms is None or low_ms is None:
                 continue
+            timings[signature] = OpTiming(0.0 if signature.op_type == _CAST else float32_ms, low_ms)
     return timings
 
 
