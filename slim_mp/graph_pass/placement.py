@@ -183,19 +183,22 @@ def cast_signature(elements: int) -> OpSignature:
 # --- micro-benchmarks -------------------------------------------------------------------------------
 
 
-def _op_inputs(signature: OpSignature, dtype: tf.DType, rng: np.random.RandomState) -> Tuple[list, list]:
+def _random_variable(shape: Sequence[int], dtype: tf.DType) -> tf.Tensor:
+    """The read of a variable of ``shape`` initialised in the graph (no large constants to copy around)."""
+    initial = tf.cast(tf.random.normal(list(shape), stddev=0.1, seed=0), dtype)
+    return tf.Variable(initial, trainable=False).read_value()
+
+
+def _op_inputs(signature: OpSignature, dtype: tf.DType) -> Tuple[list, list]:
     """Flat inputs of the op (variables' reads for data, constants otherwise) and the data tensors."""
     by_index: Dict[int, tf.Tensor] = {index: tf.constant(value, tf.int32) for index, value in signature.constant_inputs}
     data = []
     shapes = iter(signature.input_shapes)
     total = len(signature.input_shapes) + len(signature.constant_inputs)
     for index in range(total):
-        if index in by_index:
-            continue
-        values = (rng.standard_normal(next(shapes)) * 0.1).astype(np.float32)
-        variable = tf.Variable(tf.cast(values, dtype), trainable=False)
-        by_index[index] = variable.read_value()
-        data.append(by_index[index])
+        if index not in by_index:
+            by_index[index] = _random_variable(next(shapes), dtype)
+            data.append(by_index[index])
     return [by_index[i] for i in range(total)], data
 
 
@@ -224,19 +227,18 @@ def _first_values(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.stack([tf.cast(tf.reshape(t, [-1])[0], tf.float32) for t in tensors])
 
 
-def _train_target(signature: OpSignature, dtype: tf.DType, training: bool, rng: np.random.RandomState) -> tf.Tensor:
+def _train_target(signature: OpSignature, dtype: tf.DType, training: bool) -> tf.Tensor:
     """One forward (and backward, when ``training``) of the op in ``dtype``; a small tensor to fetch."""
     if signature.op_type == _CAST:
         (elements,) = signature.input_shapes[0]
         source = tf.Variable(tf.zeros([elements], tf.float32), trainable=False).read_value()
         low = tf.Variable(tf.zeros([elements], dtype), trainable=False).read_value()
         return _first_values([tf.cast(source, dtype), tf.cast(low, tf.float32)])
-    flat_inputs, data = _op_inputs(signature, dtype, rng)
+    flat_inputs, data = _op_inputs(signature, dtype)
     output = _build_op(signature, flat_inputs)
     if not training:
         return _first_values([output])
-    upstream = tf.Variable(tf.cast(rng.standard_normal(output.shape.as_list()).astype(np.float32), dtype),
-                           trainable=False).read_value()
+    upstream = _random_variable(output.shape.as_list(), dtype)
     gradients = [g for g in tf.gradients(output, data, grad_ys=upstream) if g is not None]
     return _first_values([output, *gradients])
 
@@ -275,15 +277,14 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, trai
 
     A signature TensorFlow cannot build or run here (no kernel, unsupported data format) is left out.
     """
-    rng = np.random.RandomState(0)
     graph = tf.Graph()
     targets: Dict[OpSignature, Tuple[tf.Tensor, tf.Tensor]] = {}
     with graph.as_default():
         for signature in signatures:
             try:
                 with tf.name_scope(signature.op_type):
-                    targets[signature] = (_train_target(signature, tf.float32, training, rng),
-                                          _train_target(signature, precision, training, rng))
+                    targets[signature] = (_train_target(signature, tf.float32, training),
+                                          _train_target(signature, precision, training))
             except (TypeError, ValueError, LookupError, tf.errors.OpError):
                 continue
         init = tf.compat.v1.global_variables_initializer()
