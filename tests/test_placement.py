@@ -69,8 +69,9 @@ def test_op_slower_in_low_precision_stays_float32_with_the_measured_times(tmp_pa
     report = _rewrite(loss, tmp_path, FakeMeasure({"Conv2D": OpTiming(float32_ms=1.0, low_ms=2.5)}))
     assert report.ops_converted == 0
     (reason,) = [r for r, names in report.float32_ops.items() if "conv0" in names]
-    assert reason.startswith("slower in bfloat16 on this device: 2.500 ms")
-    assert "vs 1.000 ms in float32" in reason
+    # 2.5 ms measured, charged 20% more for what the micro-benchmark does not time.
+    assert reason.startswith("slower in bfloat16 on this device: 3.000 ms vs 1.000 ms in float32")
+    assert "measured 2.500 ms + 20% for untimed costs" in reason
     assert not any(op.name.endswith("_bf16") for op in graph.get_operations())
     assert report.placement["float32_ops"] == {"conv0": reason}
 
@@ -81,6 +82,13 @@ def test_op_faster_in_low_precision_is_converted(tmp_path):
     assert _op_dtype(graph, "conv0_bf16") == tf.bfloat16
     assert report.placement["float32_ops"] == {}
     assert report.placement["low_ops"] == ["conv0"]
+
+
+def test_op_only_slightly_faster_in_low_precision_stays_float32(tmp_path):
+    # 10% faster is within the 20% margin charged for untimed costs (batch norm, reorders ...).
+    report = _rewrite(_conv_chain()[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(float32_ms=1.0, low_ms=0.9)}))
+    assert list(report.placement["float32_ops"]) == ["conv0"]
+    assert report.placement["float32_ops"]["conv0"].startswith("slower in bfloat16 on this device: 1.080 ms vs 1.000")
 
 
 def test_signature_carries_real_shapes_and_attributes(tmp_path):
@@ -156,6 +164,15 @@ def test_decisions_file_is_written_then_reused_without_measuring(tmp_path):
     assert again.placement["float32_ops"] == first.placement["float32_ops"]
     assert again.placement["source"] == f"reused from {path}"
     assert again.ops_converted == 0
+
+
+def test_worker_without_the_chiefs_file_warns_and_measures_itself(tmp_path):
+    path = str(tmp_path / "missing" / "placement.json")
+    measure = FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)})
+    with pytest.warns(UserWarning, match="did not appear within 0s; measuring here"):
+        report = _rewrite(_conv_chain()[1], tmp_path, measure, decisions_file=path, write_decisions=False)
+    assert measure.asked and report.placement["source"] == "measured"
+    assert not os.path.exists(path), "only the writer (the chief) writes the decisions file"
 
 
 def test_decisions_file_of_another_precision_is_an_error(tmp_path):
