@@ -76,5 +76,6 @@ def enable_mixed_precision(
     dtype = resolve_precision(precision)
     manager = make_loss_scale_manager(loss_scale, dtype)
     return MixedPrecisionOptimizer(
-        optimizer, manager, dtype, dict(rewrite_options, placement=placement), max_consecutive_skips_at_min, count_skipped_steps
+        optimizer, manager, dtype, dict(rewrite_options, placement=placement), max_consecutive_skips_at_min,
+        count_skipped_steps,
     )

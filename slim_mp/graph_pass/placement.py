@@ -19,9 +19,9 @@ would create cast ping-pong; the search therefore compares the static placement,
 (every op slower in low demoted), everything in float32, and then flips whole connected low regions
 while that lowers the estimate. Low times count with a 20% margin (``LOW_PRECISION_MARGIN``): the
 estimate leaves out the batch norms, activations and pooling that go low with the allow ops and
-oneDNN's layout reorders, which make small low-precision steps slower than their convolutions say. The winner's demoted ops become fixed-float32 reasons fed into
-``paint`` ("slower in bfloat16 on this device: X ms vs Y ms"), so deny taint, clear/infer spreading
-and minimal casts still apply on top.
+oneDNN's layout reorders, which make small low-precision steps slower than their convolutions say.
+The winner's demoted ops become fixed-float32 reasons fed into ``paint`` ("slower in bfloat16 on
+this device: X ms vs Y ms"), so deny taint, clear/infer spreading and minimal casts still apply.
 
 Timings are cached on disk (``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp/placement``), keyed by the
 device description, the TensorFlow version, the precision and the op signature, so a second build
@@ -550,7 +550,8 @@ def _wait_for_decisions(path: str, precision: tf.DType, wait_seconds: float) -> 
         time.sleep(_POLL_SECONDS)
 
 
-def measured_placement(region: Region, config: PaintConfig, options: Optional[PlacementOptions] = None) -> PlacementPlan:
+def measured_placement(region: Region, config: PaintConfig,
+                       options: Optional[PlacementOptions] = None) -> PlacementPlan:
     """Decide which allow ops of ``region`` stay float32 on this device (see the module docstring).
 
     Args:

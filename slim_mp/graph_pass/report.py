@@ -103,7 +103,8 @@ def _placement_line(plan: Dict[str, Any], precision: str) -> str:
     """One line on the measured placement: ops kept float32, estimated step, where the decision came from."""
     line = (f"  placement: measured ({plan['source']}), {len(plan['float32_ops'])} allow ops kept float32 as "
             f"slower in {precision} on this device, {len(plan['low_ops'])} measured faster")
-    if plan.get("estimated_ms") is not None and plan.get("static_estimated_ms") is not None:
+    estimates = (plan.get("estimated_ms"), plan.get("static_estimated_ms"), plan.get("float32_estimated_ms"))
+    if None not in estimates:
         line += (f"; estimated {plan['estimated_ms']:.1f} ms vs {plan['static_estimated_ms']:.1f} ms "
                  f"with the static lists and {plan['float32_estimated_ms']:.1f} ms all in float32")
     return line + f"; {plan['seconds']:.2f}s"
