@@ -6,6 +6,11 @@ test split, and a table of final loss (the last step's total training loss, weig
 included), top-1 test accuracy, training throughput and speed-up is printed. 1600 steps (about
 5 epochs of the 10k-image subset) let batch norm's moving statistics settle, so the accuracies
 are comparable; shorter runs are noticeably noisier.
+Mixed precision uses the pass's default measured placement: ops that are slower in low precision
+on this machine at this size stay float32 (on a CPU, small 32x32 images are such a case). The two
+training runs follow each other, so on a busy machine their throughputs are not comparable; short
+speed-only comparisons then time float32 and mixed precision interleaved, step by step, at 32x32
+and on larger (random) images, where low precision pays, so both regimes are shown.
 Outputs (checkpoints, TensorBoard events, metrics, the rewrite report) go under ``runs/demo/``.
 
     python scripts/demo.py [--steps 1600] [--output_dir runs/demo]
@@ -14,6 +19,7 @@ Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` 
 """
 
 import dataclasses
+import json
 import os
 import shutil
 import time
@@ -21,9 +27,12 @@ from typing import List
 
 from absl import flags
 
+import tensorflow as tf
+
 from slim_mp.datasets import get_dataset
 from slim_mp.devices import detect_device, preferred_low_precision
 from slim_mp.training import cli
+from slim_mp.measure import benchmark_step
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
 from slim_mp.training.loop import train
@@ -37,6 +46,9 @@ MODEL = "resnet_v1_18"
 IMAGE_SIZE = 32
 BATCH_SIZE = 32
 SEED = 0
+# Speed-only comparisons: the training size, and larger images where low precision pays on CPUs.
+LARGE_IMAGE_SIZE = 128
+SPEED_ROUNDS = {IMAGE_SIZE: 15, LARGE_IMAGE_SIZE: 5}
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("steps", 1600, "Training steps of each run.", lower_bound=1)
@@ -51,6 +63,18 @@ class RunSummary:
     final_loss: float
     accuracy: float
     images_per_second: float
+    placement_note: str = ""
+
+
+def _placement_note(report_path: str) -> str:
+    """What the measured placement kept in float32, from the rewrite report ("" for a static placement)."""
+    with open(report_path, encoding="utf-8") as handle:
+        (report,) = json.load(handle)["reports"]
+    plan = report.get("placement")
+    if not plan:
+        return ""
+    kept, low = len(plan["float32_ops"]), len(plan["low_ops"])
+    return f"measured placement: {low} of {kept + low} conv/matmul ops in {report['precision']}, {kept} kept float32"
 
 
 def run_one(precision: str, steps: int, output_dir: str) -> RunSummary:
@@ -98,7 +122,8 @@ def run_one(precision: str, steps: int, output_dir: str) -> RunSummary:
         ),
         print_line=lambda line: print(f"eval: {line}", flush=True),
     )
-    return RunSummary(precision, result.loss, metrics["accuracy"], result.images_per_second or 0.0)
+    note = "" if precision == "float32" else _placement_note(config.precision_options.mp_report)
+    return RunSummary(precision, result.loss, metrics["accuracy"], result.images_per_second or 0.0, note)
 
 
 def format_table(rows: List[RunSummary]) -> str:
@@ -110,7 +135,29 @@ def format_table(rows: List[RunSummary]) -> str:
             f"{row.precision:<10} {row.final_loss:>10.4f} {row.accuracy:>7.4f} "
             f"{row.images_per_second:>9.1f} {row.images_per_second / baseline:>7.2f}x"
         )
+    lines.extend(f"  ({row.precision}: {row.placement_note})" for row in rows if row.placement_note)
+    lines.append("  (the two runs trained one after the other: on a busy machine compare the interleaved lines below)")
     return "\n".join(lines)
+
+
+def interleaved_speed(precision: str, image_size: int, rounds: int) -> str:
+    """Time float32 against mixed precision (default placement) on ``image_size`` random images; one line.
+
+    Speed only: train steps on fixed random inputs, interleaved, so both see the same machine load.
+    """
+    print(f"\n== speed only: {MODEL} at {image_size}x{image_size}, batch {BATCH_SIZE}, {rounds} steps each", flush=True)
+    steps = {config: benchmark_step.build_benchmark_step(config, MODEL, tf.as_dtype(precision), BATCH_SIZE,
+                                                          image_size, num_classes=10, seed=SEED)
+             for config in ("float32", "slim_mp")}
+    try:
+        times = benchmark_step.interleaved_times(
+            {config: step.session.make_callable(step.train_op) for config, step in steps.items()}, rounds, warmup=1)
+    finally:
+        for step in steps.values():
+            step.session.close()
+    speedup = benchmark_step.paired_ratio(times, "float32", "slim_mp")
+    return (f"at {image_size}x{image_size} (speed only, {rounds} interleaved steps each): {precision} runs at "
+            f"{speedup:.2f}x float32's speed (median of the step-by-step ratios)")
 
 
 def main() -> None:
@@ -120,6 +167,8 @@ def main() -> None:
     rows = [run_one(precision, steps, output_dir) for precision in ("float32", preferred_low_precision(detect_device()))]
     print(f"\n{MODEL} on fashion_mnist ({IMAGE_SIZE}x{IMAGE_SIZE}, batch {BATCH_SIZE}, {steps} steps, seed {SEED})")
     print(format_table(rows))
+    for size, rounds in SPEED_ROUNDS.items():
+        print(interleaved_speed(rows[1].precision, size, rounds))
     print(f"outputs under {output_dir}; wall time {time.perf_counter() - started:.0f}s")
 
 

@@ -85,6 +85,7 @@ def enable_mixed_precision(
     max_consecutive_skips_at_min: Optional[int] = 100,
     count_skipped_steps: bool = False,
     debug_nonfinite: bool = False,
+    placement: Optional[str] = None,
     **rewrite_options: Any,
 ) -> MixedPrecisionOptimizer:
     """Wrap ``optimizer`` for mixed-precision training; the graph is rewritten when gradients are computed.
@@ -109,6 +110,8 @@ def enable_mixed_precision(
       debug_nonfinite: also build, per gradient computation, a ``NonfiniteProbe`` (kept in
         ``optimizer.nonfinite_probes``): an extra fetch, never run by the train step, that a loop runs
         after a skipped step to name the op where inf/NaN first appeared (the training loop does).
+      placement: ``"measured"`` (the default) keeps float32 the allow ops measured slower in low
+        precision on this device; ``"static"`` converts every allow-list op (see ``slim_mp.rewrite``).
       **rewrite_options: keyword arguments of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``,
         ...); they are checked when gradients are computed, where ``rewrite`` raises for bad ones.
 
@@ -124,6 +127,6 @@ def enable_mixed_precision(
     dtype = resolve_precision(precision)
     manager = make_loss_scale_manager(loss_scale, dtype)
     return MixedPrecisionOptimizer(
-        optimizer, manager, dtype, rewrite_options, max_consecutive_skips_at_min, count_skipped_steps,
-        debug_nonfinite,
+        optimizer, manager, dtype, dict(rewrite_options, placement=placement), max_consecutive_skips_at_min,
+        count_skipped_steps, debug_nonfinite,
     )

@@ -15,7 +15,7 @@ from slim_mp.devices import detect_device
 BENCHMARK_SCRIPT = os.path.join(REPO_ROOT, "scripts", "benchmark.py")
 ROUNDS = 2
 BATCH_SIZE = 2
-LABELS = {"float32", "slim_mp_bf16", "grappler_bf16", "floor_bf16"}
+LABELS = {"float32", "slim_mp_bf16", "slim_mp_static_bf16", "grappler_bf16", "floor_bf16"}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,8 @@ def test_json_has_every_configuration_with_positive_times(payload):
         assert row["speedup_vs_float32"] == pytest.approx(statistics.median(ratios))
     assert by_label["float32"]["speedup_vs_float32"] == 1.0
     assert by_label["float32"]["casts_executed"] == 0
-    assert by_label["slim_mp_bf16"]["casts_in_graph"] > 0 and by_label["slim_mp_bf16"]["pass_seconds"] > 0
+    # The measured placement may keep LeNet float32 on this machine; the static one always converts.
+    assert by_label["slim_mp_static_bf16"]["casts_in_graph"] > 0 and by_label["slim_mp_bf16"]["pass_seconds"] > 0
 
 
 def test_memory_is_measured_per_configuration_and_says_how(payload):

@@ -1,5 +1,6 @@
 """Pure helpers of the benchmark suite: device facts -> native precisions, variant planning, input checks, reports."""
 
+import dataclasses
 import json
 
 import matplotlib.image
@@ -8,6 +9,7 @@ import tensorflow as tf
 
 from slim_mp.measure import benchmark_report
 from slim_mp.measure import benchmark_step
+from slim_mp.measure import benchmark_suite
 from slim_mp.measure.benchmark_suite import (
     Settings,
     SuiteRun,
@@ -98,7 +100,8 @@ def test_asked_for_precisions_run_even_when_emulated_and_aliases_collapse():
 
 def test_plan_has_float32_first_then_every_config_per_precision():
     variants, skipped = plan_variants(["bfloat16"], cpu("avx512_bf16"))
-    assert [v.label for v in variants] == ["float32", "slim_mp_bf16", "grappler_bf16", "floor_bf16"]
+    assert [v.label for v in variants] == ["float32", "slim_mp_bf16", "slim_mp_static_bf16", "grappler_bf16",
+                                           "floor_bf16"]
     assert skipped == []
 
 
@@ -106,7 +109,7 @@ def test_plan_on_a_gpu_leaves_out_grappler_bfloat16_with_a_reason():
     variants, skipped = plan_variants(["bfloat16", "float16"], gpu(9, 0))
     labels = [v.label for v in variants]
     assert "grappler_bf16" not in labels and "grappler_fp16" in labels
-    assert len(labels) == 6
+    assert len(labels) == 8
     assert len(skipped) == 1 and skipped[0].startswith("grappler_bf16")
 
 
@@ -169,3 +172,35 @@ def test_reports_are_written_and_parse(toy_run, tmp_path):
     assert payload["precision_support"]["float16"]["native"] is False
     image = matplotlib.image.imread(paths["png"])
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_unavailable_variant_is_a_row_with_its_reason(toy_run, tmp_path):
+    floor = benchmark_suite.unavailable_result(
+        "toy", benchmark_suite.Variant("floor", "float16"), False, "No registered 'LRN' OpKernel for bfloat16")
+    run = dataclasses.replace(toy_run, results=toy_run.results + (floor,))
+    rows = [line for line in benchmark_report.as_markdown(run).splitlines() if line.startswith("| toy | floor")]
+    assert len(rows) == 1 and "n/a: No registered 'LRN' OpKernel for bfloat16" in rows[0]
+    paths = benchmark_report.write_benchmark_reports(run, str(tmp_path))
+    with open(paths["json"], encoding="utf-8") as handle:
+        assert json.load(handle)["results"][-1]["unavailable"].startswith("No registered 'LRN'")
+
+
+def test_failure_reason_is_the_line_naming_the_error():
+    error = RuntimeError("The memory measurement failed (exit status 1):\nTraceback (most recent call last):\n"
+                         "  File \"x.py\", line 3\ntensorflow.python.framework.errors_impl.NotFoundError: no LRN kernel\n")
+    assert benchmark_suite.failure_reason(error) == (
+        "tensorflow.python.framework.errors_impl.NotFoundError: no LRN kernel")
+    assert benchmark_suite.failure_reason(ValueError("plain message")) == "plain message"
+
+
+def test_a_variant_that_cannot_run_is_reported_and_the_others_are_timed():
+    # cifarnet's LRN has no bfloat16 CPU kernel: the all-low floor fails at its first run.
+    variants = [benchmark_suite.Variant("float32", "float32"), benchmark_suite.Variant("floor", "bfloat16")]
+    memory = {v.label: benchmark_suite.peak_memory.MemoryMeasurement(1, 0, "test") for v in variants}
+    support = precision_support(cpu("avx512_bf16"))
+    results = benchmark_suite.benchmark_model("cifarnet", variants, Settings(2, None, 1, 0), support, memory,
+                                              progress=lambda line: None)
+    by_label = {r.label: r for r in results}
+    assert by_label["float32"].unavailable is None and by_label["float32"].median_seconds > 0
+    assert by_label["floor_bf16"].median_seconds is None
+    assert "LRN" in by_label["floor_bf16"].unavailable

@@ -6,8 +6,9 @@ Sources (constants, placeholders, variable reads) and stateful ops (variable upd
 numbers) are never painted: casts go around them.
 
 1. Fixed float32: ops inside TF1 control flow, function calls and functional loops/conds,
-   ops under a keep-float32 name scope, ``deny`` and unlisted op types, and ops whose definition
-   or kernels on the target device have no low-precision variant.
+   ops under a keep-float32 name scope, ``deny`` and unlisted op types, ops whose definition
+   or kernels on the target device have no low-precision variant, and ops a placement decision
+   keeps float32 (``PaintConfig.fixed_float32``: op name -> reason, e.g. measured slower in low).
 2. ``allow`` ops are low.
 3. Deny taint: walking downstream from each ``deny`` op, infer ops (and clear ops that lead into an
    infer or deny op) are tainted and stay float32: their inputs may exceed the low type's range.
@@ -20,7 +21,7 @@ Casts then sit only where a low op meets a float32 one (see ``rebuild``).
 
 import collections
 import dataclasses
-from typing import Dict, Iterable, List, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Sequence, Set, Tuple
 
 import tensorflow as tf
 
@@ -50,6 +51,7 @@ class PaintConfig:
     classes: OpClasses
     keep_fp32_scopes: Sequence[str]
     device_type: str
+    fixed_float32: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _is_variable_read(op: tf.Operation) -> bool:
@@ -79,7 +81,7 @@ def _fixed_reason(op: tf.Operation, op_class: str, ports: OpPorts, config: Paint
         return f"op definition has no {config.precision.name} variant"
     if not has_kernel(op.type, ports.data_attrs, config.precision, config.device_type):
         return f"no {config.precision.name} kernel on {config.device_type}"
-    return ""
+    return config.fixed_float32.get(op.name, "")
 
 
 def _is_int_to_float_cast(op: tf.Operation) -> bool:

@@ -29,6 +29,7 @@ class RewriteReport:
     unlisted_op_types: Dict[str, int]
     warnings: List[str]
     seconds: float
+    placement: Optional[Dict[str, Any]] = None
     _remap: Optional[Callable[[Any], Any]] = dataclasses.field(default=None, repr=False)
 
     @property
@@ -80,6 +81,8 @@ class RewriteReport:
             f"{len(self.folded_constants)} constants folded, "
             f"{len(self.views)} float32 views of held tensors",
         ]
+        if self.placement is not None:
+            lines.append(_placement_line(self.placement, self.precision))
         moved = self.cast_bytes_per_step()
         if moved is not None:
             lines.append(f"  cast traffic per step: {moved / 2**20:.2f} MiB")
@@ -94,6 +97,17 @@ class RewriteReport:
             lines.append(f"  unlisted op types kept float32 (classify them to convert): {listed}")
         lines.extend(f"  WARNING: {w}" for w in self.warnings)
         return "\n".join(lines)
+
+
+def _placement_line(plan: Dict[str, Any], precision: str) -> str:
+    """One line on the measured placement: ops kept float32, estimated step, where the decision came from."""
+    line = (f"  placement: measured ({plan['source']}), {len(plan['float32_ops'])} allow ops kept float32 as "
+            f"slower in {precision} on this device, {len(plan['low_ops'])} measured faster")
+    estimates = (plan.get("estimated_ms"), plan.get("static_estimated_ms"), plan.get("float32_estimated_ms"))
+    if None not in estimates:
+        line += (f"; estimated {plan['estimated_ms']:.1f} ms vs {plan['static_estimated_ms']:.1f} ms "
+                 f"with the static lists and {plan['float32_estimated_ms']:.1f} ms all in float32")
+    return line + f"; {plan['seconds']:.2f}s"
 
 
 def group_float32_ops(entries: List[Tuple[str, str]]) -> Dict[str, List[str]]:

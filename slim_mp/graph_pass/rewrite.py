@@ -19,6 +19,7 @@ from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts, low_ops, paint
+from slim_mp.graph_pass.placement import PlacementOptions, PlacementPlan, measured_placement, resolve_placement
 from slim_mp.graph_pass.rebuild import Rebuilder
 from slim_mp.graph_pass.refine import demote_tail
 from slim_mp.graph_pass.region import Region, select_region
@@ -50,6 +51,7 @@ class RewritePlan:
     region: Region
     decisions: Dict[tf.Operation, Decision]
     low_ops: List[tf.Operation]
+    placement: Optional[PlacementPlan]
 
 
 def plan_rewrite(
@@ -64,6 +66,8 @@ def plan_rewrite(
     keep_fp32_scopes: Iterable[str] = (),
     device_type: Optional[str] = None,
     include_update_ops: bool = True,
+    placement: Optional[str] = None,
+    placement_options: Optional[PlacementOptions] = None,
 ) -> RewritePlan:
     """Decide, without touching the graph, which ops ``rewrite`` (same arguments) would run in low precision.
 
@@ -85,9 +89,14 @@ def plan_rewrite(
     update_ops = region.graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
     if include_update_ops and update_ops:
         region = select_region([fetches, update_ops])
-    decisions = paint(region, PaintConfig(dtype, classes, list(keep_fp32_scopes), device))
+    paint_config = PaintConfig(dtype, classes, list(keep_fp32_scopes), device)
+    measured = None
+    if resolve_placement(placement) == "measured":
+        measured = measured_placement(region, paint_config, placement_options)
+        paint_config.fixed_float32 = measured.float32_ops
+    decisions = paint(region, paint_config)
     low = demote_tail(low_ops(decisions, region), decisions, dtype)
-    return RewritePlan(dtype, device, region, decisions, low)
+    return RewritePlan(dtype, device, region, decisions, low, measured)
 
 
 def rewrite(
@@ -103,6 +112,8 @@ def rewrite(
     device_type: Optional[str] = None,
     include_update_ops: bool = True,
     dry_run: bool = False,
+    placement: Optional[str] = None,
+    placement_options: Optional[PlacementOptions] = None,
 ) -> RewriteReport:
     """Rewrite, in place, the part of the graph that computes ``fetches`` to run in low precision.
 
@@ -135,6 +146,12 @@ def rewrite(
       include_update_ops: also rewrite what the graph's ``UPDATE_OPS`` compute; pass False for
         update ops outside the loss (e.g. an auxiliary head).
       dry_run: only plan: return the report of what would change and leave the graph untouched.
+      placement: ``"measured"`` (the default, unless ``$SLIM_MP_PLACEMENT`` says otherwise) times the
+        allow ops on this device with their real shapes and keeps float32 those for which low
+        precision does not pay, casts included (``slim_mp.graph_pass.placement``; timings cached on
+        disk); ``"static"`` runs every allow op low, as the tables say.
+      placement_options: the timing cache folder, a decisions file to reuse or write, or a fake
+        ``measure`` for tests; defaults when None.
 
     Returns:
       A ``RewriteReport``: ops considered and converted, casts inserted (or planned), the float32
@@ -151,6 +168,7 @@ def rewrite(
     plan = plan_rewrite(
         fetches, precision, allow=allow, infer=infer, clear=clear, deny=deny, remove=remove,
         keep_fp32_scopes=keep_fp32_scopes, device_type=device_type, include_update_ops=include_update_ops,
+        placement=placement, placement_options=placement_options,
     )
     dtype, device, region, decisions, low = plan.dtype, plan.device_type, plan.region, plan.decisions, plan.low_ops
     _check_before_gradients(low)
@@ -173,7 +191,13 @@ def rewrite(
         remap = rebuilder.remap
     if not low:
         already = any(t.dtype == dtype for op in region.ops for t in op.outputs)
-        if not already:
+        if plan.placement is not None and plan.placement.float32_ops and not already:
+            notes.append(
+                f"nothing was converted to {dtype.name}: the measured placement kept every allow op float32, "
+                f"{dtype.name} does not pay on this device for these shapes (see the float32 reasons); "
+                "placement='static' converts them anyway."
+            )
+        elif not already:
             notes.append(
                 f"nothing was converted to {dtype.name}: no allow-list op (Conv2D, MatMul, ...) computes "
                 "the fetches, or all were kept float32 (see the float32 reasons)."
@@ -198,5 +222,6 @@ def rewrite(
         unlisted_op_types=dict(unlisted),
         warnings=notes,
         seconds=time.perf_counter() - started,
+        placement=plan.placement.as_json() if plan.placement else None,
         _remap=remap,
     )

@@ -1,7 +1,8 @@
 """Write a benchmark suite's results as ``benchmark.json``, ``benchmark.md`` and ``benchmark.png``.
 
 The JSON keeps every measurement (per-round step times included); the markdown table has one row
-per (model, configuration); the bar chart shows each configuration's speed-up over float32.
+per (model, configuration), "n/a" with the reason for one that could not be built or run; the bar
+chart shows each measured configuration's speed-up over float32.
 """
 
 import dataclasses
@@ -21,7 +22,7 @@ TABLE_RULE = "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 
 
 def _memory_methods(run: SuiteRun) -> List[str]:
-    return sorted({result.memory_method for result in run.results})
+    return sorted({result.memory_method for result in run.results if result.memory_method})
 
 
 def as_json(run: SuiteRun) -> dict:
@@ -42,6 +43,10 @@ def _precision_cell(result: VariantResult) -> str:
 
 
 def _table_row(result: VariantResult) -> str:
+    if result.unavailable:
+        cells = (result.model, result.label, _precision_cell(result), f"n/a: {result.unavailable}",
+                 *("-" for _ in range(7)))
+        return "| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |"
     pass_time = f"{result.pass_seconds:.2f}" if result.pass_seconds is not None else "-"
     cells = (result.model, result.label, _precision_cell(result), f"{result.median_seconds * 1000:.1f}",
              f"{result.images_per_second:.1f}", f"{result.speedup_vs_float32:.2f}x",
@@ -63,6 +68,9 @@ def as_markdown(run: SuiteRun) -> str:
         f"Batch size {settings.batch_size}; image size: {size}. Each configuration ran {settings.warmup} untimed "
         f"warm-up step(s), then {settings.rounds} timed rounds, all configurations interleaved in one process. "
         "Speed-up: median over rounds of float32's step time divided by the configuration's in the same round.",
+        "slim_mp uses the pass's default measured placement (allow ops timed on this device, float32 kept where "
+        "low precision does not pay; its pass time includes the measurement unless cached), slim_mp_static the "
+        "static op lists.",
         "",
         f"Peak memory: {'; '.join(_memory_methods(run))}, each configuration in its own subprocess "
         f"running {settings.memory_steps} step(s); the baseline is what was in use before building the step.",
@@ -77,16 +85,16 @@ def draw_speedups(run: SuiteRun, path: str) -> None:
     """A grouped bar chart (Agg backend) of each low-precision configuration's speed-up over float32, per model."""
     models = list(dict.fromkeys(result.model for result in run.results))
     labels = list(dict.fromkeys(result.label for result in run.results if result.label != BASELINE))
-    speedups: Dict[tuple, float] = {(r.model, r.label): r.speedup_vs_float32 for r in run.results}
+    speedups: Dict[tuple, float] = {(r.model, r.label): r.speedup_vs_float32 or 0.0 for r in run.results}
     figure = Figure(figsize=(max(6.0, 1.5 + 0.4 * len(models) * (len(labels) + 1)), 4.5), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots()
     width = 0.8 / max(1, len(labels))
     for index, label in enumerate(labels):
         positions = [model_index + (index - (len(labels) - 1) / 2) * width for model_index in range(len(models))]
-        values = [speedups[model, label] for model in models]
+        values = [speedups.get((model, label), 0.0) for model in models]
         bars = axes.bar(positions, values, width, label=label)
-        axes.bar_label(bars, fmt="%.2f", fontsize=7)
+        axes.bar_label(bars, labels=[f"{value:.2f}" if value else "n/a" for value in values], fontsize=7)
     axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     axes.set_xticks(range(len(models)), models, rotation=20, ha="right")
     axes.set_ylabel("speed-up vs float32 (x)")

@@ -1,5 +1,8 @@
 """Side-by-side train-step timing of float32, slim_mp, grappler's AMP and an all-low-precision floor.
 
+``slim_mp`` is the pass with its default measured placement, ``slim_mp_static`` the pass with the
+static op lists (every allow op low).
+
 Every configuration is built in its own graph and session inside one process, then timed
 interleaved (A, B, C, D, B, C, D, A, ...) so that machine noise hits all of them alike. Results:
 the median step time per configuration, and per pair the median of the round-by-round ratios.
@@ -19,7 +22,9 @@ import slim_mp
 from nets import nets_factory
 from slim_mp.devices import device_type
 
-CONFIGS = ("float32", "slim_mp", "grappler", "floor")
+CONFIGS = ("float32", "slim_mp", "slim_mp_static", "grappler", "floor")
+# The placement each slim_mp configuration asks the pass for.
+PLACEMENT_OF = {"slim_mp": "measured", "slim_mp_static": "static"}
 
 
 @dataclasses.dataclass
@@ -31,6 +36,7 @@ class BenchmarkStep:
     train_op: tf.Operation
     pass_seconds: Optional[float] = None
     graph_casts: Optional[int] = None
+    placement: Optional[dict] = None
 
 
 def _low_precision_getter(precision: tf.DType):
@@ -77,9 +83,10 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
             logits, _ = network_fn(images)
         loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, tf.reshape(logits, [batch_size, -1]))
         step = BenchmarkStep(config, None, None)
-        if config == "slim_mp":
-            report = slim_mp.rewrite(loss, precision)
+        if config in PLACEMENT_OF:
+            report = slim_mp.rewrite(loss, precision, placement=PLACEMENT_OF[config])
             step.pass_seconds = report.seconds
+            step.placement = report.placement
         optimizer = tf.compat.v1.train.MomentumOptimizer(0.001, 0.9)
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             step.train_op = optimizer.minimize(loss)

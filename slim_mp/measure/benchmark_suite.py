@@ -1,9 +1,11 @@
-"""Benchmark several networks: float32, slim_mp, grappler's AMP and the low-precision floor, per precision.
+"""Benchmark several networks: float32, slim_mp (measured and static placement), grappler's AMP and the floor.
 
 Every (model, variant)'s peak memory is measured first, each in its own subprocess
 (``slim_mp.measure.peak_memory``); then, model by model, all variants are built in this process and timed
 interleaved (``slim_mp.measure.benchmark_step``), so that noise on a shared machine hits them alike. Speed-ups are the
-median over rounds of float32's step time divided by the variant's in the same round.
+median over rounds of float32's step time divided by the variant's in the same round. A variant
+that cannot be built or run (say, the floor of a network with an op that has no low-precision
+kernel) is reported as unavailable with the reason, and the others go on.
 """
 
 import dataclasses
@@ -19,7 +21,8 @@ from slim_mp.devices import DeviceInfo, PrecisionSupport, native_precisions, pre
 from slim_mp.precision import resolve_precision, short_name
 
 BASELINE = "float32"
-LOW_PRECISION_CONFIGS = ("slim_mp", "grappler", "floor")
+LOW_PRECISION_CONFIGS = ("slim_mp", "slim_mp_static", "grappler", "floor")
+_MAX_REASON = 200
 
 Progress = Callable[[str], None]
 
@@ -60,23 +63,48 @@ class Settings:
 
 @dataclasses.dataclass(frozen=True)
 class VariantResult:
-    """The measurements of one variant on one model."""
+    """The measurements of one variant on one model; ``unavailable`` says why a variant has none."""
 
     model: str
     label: str
     config: str
     precision: str
     native: bool
-    median_seconds: float
-    images_per_second: float
-    speedup_vs_float32: float
+    median_seconds: Optional[float]
+    images_per_second: Optional[float]
+    speedup_vs_float32: Optional[float]
     step_seconds: Tuple[float, ...]
-    casts_executed: int
-    casts_in_graph: int
+    casts_executed: Optional[int]
+    casts_in_graph: Optional[int]
     pass_seconds: Optional[float]
-    peak_memory_bytes: int
-    baseline_memory_bytes: int
-    memory_method: str
+    peak_memory_bytes: Optional[int]
+    baseline_memory_bytes: Optional[int]
+    memory_method: Optional[str]
+    unavailable: Optional[str] = None
+    placement_float32_ops: Optional[int] = None
+
+
+def failure_reason(error: BaseException) -> str:
+    """One short line saying why a variant failed.
+
+    TensorFlow's messages (and a subprocess's traceback) bury the cause: prefer the line naming a
+    missing kernel, then the last line naming an error that is not just a header, else the first line.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+    kernel = [line for line in lines if "OpKernel" in line]
+    named = [line for line in lines if "rror" in line and not line.endswith(":")
+             and not line.startswith(("File ", "Traceback"))]
+    reason = kernel[0] if kernel else named[-1] if named else lines[0]
+    return reason if len(reason) <= _MAX_REASON else reason[:_MAX_REASON - 3] + "..."
+
+
+def unavailable_result(model: str, variant: Variant, native: bool, reason: str) -> VariantResult:
+    """The row of a variant that could not be measured."""
+    return VariantResult(model=model, label=variant.label, config=variant.config, precision=variant.precision,
+                         native=native, median_seconds=None, images_per_second=None, speedup_vs_float32=None,
+                         step_seconds=(), casts_executed=None, casts_in_graph=None, pass_seconds=None,
+                         peak_memory_bytes=None, baseline_memory_bytes=None, memory_method=None,
+                         unavailable=reason)
 
 
 def check_models(models: Sequence[str]) -> List[str]:
@@ -131,35 +159,62 @@ def plan_variants(precisions: Sequence[str], device: DeviceInfo) -> Tuple[List[V
     return variants, skipped
 
 
-def _measure_memory(model: str, variants: Sequence[Variant], settings: Settings,
-                    progress: Progress) -> Dict[str, peak_memory.MemoryMeasurement]:
+def _measure_memory(model: str, variants: Sequence[Variant], settings: Settings, progress: Progress,
+                    failures: Dict[str, str]) -> Dict[str, peak_memory.MemoryMeasurement]:
+    """Peak memory per variant label; a variant whose subprocess fails goes into ``failures`` with the reason."""
     memory = {}
     for variant in variants:
         progress(f"[{model}] {variant.label}: measuring peak memory in a subprocess")
-        memory[variant.label] = peak_memory.measure_in_subprocess(peak_memory.MemoryRequest(
-            variant.config, model, variant.precision, settings.batch_size, settings.image_size,
-            settings.memory_steps))
+        try:
+            memory[variant.label] = peak_memory.measure_in_subprocess(peak_memory.MemoryRequest(
+                variant.config, model, variant.precision, settings.batch_size, settings.image_size,
+                settings.memory_steps))
+        except (ValueError, RuntimeError) as error:
+            failures[variant.label] = failure_reason(error)
+            progress(f"[{model}] {variant.label}: n/a ({failures[variant.label]})")
+            continue
         progress(f"[{model}] {variant.label}: peak memory {memory[variant.label].peak_bytes / 2 ** 20:.1f} MiB")
     return memory
 
 
-def _build_steps(model: str, variants: Sequence[Variant], settings: Settings,
-                 progress: Progress) -> Dict[str, benchmark_step.BenchmarkStep]:
-    steps = {}
+def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, progress: Progress,
+                 failures: Dict[str, str]) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, int]]:
+    """Build and run once each variant not yet failed: (steps, casts executed); failures go into ``failures``."""
+    steps, casts = {}, {}
     for variant in variants:
-        steps[variant.label] = benchmark_step.build_benchmark_step(
-            variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size)
+        if variant.label in failures:
+            continue
+        step = None
+        try:
+            step = benchmark_step.build_benchmark_step(
+                variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size)
+            casts[variant.label] = benchmark_step.executed_casts(step)
+        except (ValueError, TypeError, tf.errors.OpError) as error:
+            if step is not None:
+                step.session.close()
+            failures[variant.label] = failure_reason(error)
+            progress(f"[{model}] {variant.label}: n/a ({failures[variant.label]})")
+            continue
+        steps[variant.label] = step
         progress(f"[{model}] {variant.label}: built")
-    return steps
+    return steps, casts
 
 
 def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
                     support: Dict[str, PrecisionSupport], memory: Dict[str, peak_memory.MemoryMeasurement],
-                    progress: Progress) -> List[VariantResult]:
-    """Interleaved timing of all ``variants`` of ``model``, joined with their ``memory`` measurements by label."""
-    steps = _build_steps(model, variants, settings, progress)
+                    progress: Progress, failures: Optional[Dict[str, str]] = None) -> List[VariantResult]:
+    """Interleaved timing of all ``variants`` of ``model``, joined with their ``memory`` measurements by label.
+
+    ``failures`` (label -> reason) are variants already known not to work; more are added when a
+    build or first run fails. Without a float32 baseline every variant of the model is unavailable.
+    """
+    failures = dict(failures or {})
+    steps, casts = _build_steps(model, variants, settings, progress, failures)
+    if BASELINE in failures:
+        for step in steps.values():
+            step.session.close()
+        steps = {}
     try:
-        casts = {label: benchmark_step.executed_casts(step) for label, step in steps.items()}
         times = benchmark_step.interleaved_times(
             {label: step.session.make_callable(step.train_op) for label, step in steps.items()},
             settings.rounds, settings.warmup, progress=lambda line: progress(f"[{model}] {line}"))
@@ -169,16 +224,22 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
     results = []
     for variant in variants:
         label = variant.label
+        native = variant.config == BASELINE or support[variant.precision].native
+        if label not in steps:
+            reason = failures.get(label) or f"float32 baseline failed: {failures[BASELINE]}"
+            results.append(unavailable_result(model, variant, native, reason))
+            continue
         median = statistics.median(times[label])
+        plan = steps[label].placement
         results.append(VariantResult(
             model=model, label=label, config=variant.config, precision=variant.precision,
-            native=variant.config == BASELINE or support[variant.precision].native,
-            median_seconds=median, images_per_second=settings.batch_size / median,
+            native=native, median_seconds=median, images_per_second=settings.batch_size / median,
             speedup_vs_float32=benchmark_step.paired_ratio(times, BASELINE, label),
             step_seconds=tuple(times[label]), casts_executed=casts[label],
             casts_in_graph=steps[label].graph_casts, pass_seconds=steps[label].pass_seconds,
             peak_memory_bytes=memory[label].peak_bytes, baseline_memory_bytes=memory[label].baseline_bytes,
-            memory_method=memory[label].method))
+            memory_method=memory[label].method,
+            placement_float32_ops=len(plan["float32_ops"]) if plan else None))
     return results
 
 
@@ -203,8 +264,9 @@ def run_suite(models: Sequence[str], precisions: Sequence[str], settings: Settin
     """
     variants, skipped = plan_variants(precisions, device)
     support = precision_support(device)
-    memory = {model: _measure_memory(model, variants, settings, progress) for model in models}
+    failures: Dict[str, Dict[str, str]] = {model: {} for model in models}
+    memory = {model: _measure_memory(model, variants, settings, progress, failures[model]) for model in models}
     results = []
     for model in models:
-        results.extend(benchmark_model(model, variants, settings, support, memory[model], progress))
+        results.extend(benchmark_model(model, variants, settings, support, memory[model], progress, failures[model]))
     return SuiteRun(device, support, settings, tuple(precisions), tuple(skipped), tuple(results))

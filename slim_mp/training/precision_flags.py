@@ -9,6 +9,7 @@ import json
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from slim_mp.config_fields import option
+from slim_mp.graph_pass.placement import default_placement, resolve_placement
 from slim_mp.graph_pass.report import RewriteReport
 from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.policy import DYNAMIC, DynamicLossScale, make_loss_scale_manager, parse_loss_scale
@@ -36,6 +37,10 @@ class PrecisionOptions:
         False, "After a step skipped for inf/NaN gradients, replay its batch and log the op where the first "
         "non-finite value appeared (forward or backward, low precision or not)."
     )
+    mp_placement: str = option(
+        default_placement(), "Where ops run low: measured (time conv/matmul ops on this device, keep float32 where "
+        "low precision is slower; decisions saved to --train_dir/placement.json) or static (the op lists only)."
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -43,6 +48,10 @@ class PrecisionOptions:
         except ValueError as error:
             raise ValueError(f"--precision={self.precision!r}: {error}") from error
         object.__setattr__(self, "precision", canonical)
+        try:
+            resolve_placement(self.mp_placement)
+        except ValueError as error:
+            raise ValueError(f"--mp_placement={self.mp_placement}: {error}") from error
 
     @property
     def mixed(self) -> bool:
@@ -55,6 +64,7 @@ class PrecisionOptions:
             "allow": list(self.mp_allow_ops),
             "deny": list(self.mp_deny_ops),
             "keep_fp32_scopes": list(self.mp_keep_fp32_scopes),
+            "placement": self.mp_placement,
         }
 
 

@@ -7,6 +7,7 @@ workers' gradients into one update.
 
 import contextlib
 import dataclasses
+import os
 from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
@@ -20,6 +21,7 @@ from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.fault_injection import inject_nonfinite_gradients
 from slim_mp.training.input_pipeline import InputFeed, InputOptions, make_fed_iterator
 from slim_mp.training.learning_rate import make_learning_rate
+from slim_mp.graph_pass.placement import DECISIONS_FILE_NAME, PlacementOptions
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.training.model_setup import input_size, network_and_preprocessing
 from slim_mp.training.optimizers import make_optimizer
@@ -31,6 +33,8 @@ from slim_mp.distribute.train_step import SyncSettings, build_train_step
 tf1 = tf.compat.v1
 
 AUX_LOGITS_WEIGHT = 0.4
+# How long a non-chief worker waits for the chief's placement decisions before measuring itself.
+PLACEMENT_WAIT_SECONDS = 300.0
 
 
 @dataclasses.dataclass
@@ -174,8 +178,12 @@ def training_input_iterator(config: TrainConfig, dataset: DatasetSpec, preproces
         return make_fed_iterator(dataset, preprocess, options)
 
 
-def _optimizer(config: TrainConfig, learning_rate: tf.Tensor) -> tf1.train.Optimizer:
-    """The optimizer of ``--optimizer``, wrapped for mixed precision unless ``--precision=float32``."""
+def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, is_chief: bool) -> tf1.train.Optimizer:
+    """The optimizer of ``--optimizer``, wrapped for mixed precision unless ``--precision=float32``.
+
+    A measured placement is pinned in ``--train_dir/placement.json``: the chief writes it, a resumed
+    run and the other workers read it, so every replica builds the same graph.
+    """
     optimizer = make_optimizer(config.optimizer_settings, learning_rate)
     precision = config.precision_options
     if not precision.mixed:
@@ -184,6 +192,10 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor) -> tf1.train.Optim
         optimizer, precision.precision, loss_scale=config.loss_scale_options.manager(precision.precision),
         count_skipped_steps=config.sync_replicas, debug_nonfinite=precision.mp_debug_nonfinite,
         device_type="CPU" if config.clone_on_cpu else None,
+        placement_options=PlacementOptions(
+            decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME), write_decisions=is_chief,
+            wait_seconds=PLACEMENT_WAIT_SECONDS,
+        ),
         **precision.rewrite_options(),
     )
 
@@ -212,7 +224,7 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         learning_rate = make_learning_rate(
             config.learning_rate_settings, global_step, dataset.num_samples, images_per_update
         )
-        optimizer = _optimizer(config, learning_rate)
+        optimizer = _optimizer(config, learning_rate, layout.is_chief)
         init_fn = fine_tune_init_fn(
             config.checkpoint_path, parse_scopes(config.checkpoint_exclude_scopes),
             config.ignore_missing_vars, config.train_dir,

@@ -1,0 +1,585 @@
+"""Measured placement: keep float32 where low precision does not pay on the device the pass targets.
+
+The static tables say "conv and matmul always run low". On a CPU that is true for large inputs
+(oneDNN's bfloat16 convolutions are ~1.7x faster at 224 px) and false for small ones (at 32 px
+they are slower than float32). So, before painting, the pass times each *allow* op that the
+static painting would make low, with its real shapes and attributes, on this device:
+
+* per op signature, a tiny standalone graph runs the forward op and the backprop ops its gradient
+  creates (``Conv2DBackpropInput``/``Filter``, ...), once in float32 and once in the low type
+  (inputs already low: the op's own cost), all in one standalone session, warmed up, fastest of a few
+  round-robin runs;
+* a Cast costs ``a + b * elements`` (fitted from two sizes, forward cast plus its gradient's cast).
+
+The decision is made on the estimated step, not op by op in isolation: for a placement (a set of
+allow ops demoted to float32) the painting rules run as usual, and the estimate is the allow ops'
+times (low or float32 as painted) plus the casts that painting implies (``planned_conversions``).
+Demoting one op in the middle of a low region costs two casts each way, so deciding per op alone
+would create cast ping-pong; the search therefore compares the static placement, the per-op one
+(every op slower in low demoted), everything in float32, and then flips whole connected low regions
+while that lowers the estimate. Low times count with a 20% margin (``LOW_PRECISION_MARGIN``): the
+estimate leaves out the batch norms, activations and pooling that go low with the allow ops and
+oneDNN's layout reorders, which make small low-precision steps slower than their convolutions say.
+The winner's demoted ops become fixed-float32 reasons fed into ``paint`` ("slower in bfloat16 on
+this device: X ms vs Y ms"), so deny taint, clear/infer spreading and minimal casts still apply.
+
+Timings are cached on disk (``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp/placement``), keyed by the
+device description, the TensorFlow version, the precision and the op signature, so a second build
+measures nothing. A decisions file (``placement.json`` in a training run's folder) pins the demoted
+ops of a run, so a resumed run and every worker of a cluster build the same graph.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import time
+import warnings
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+
+from slim_mp.devices import detect_device
+from slim_mp.graph_pass.conversions import planned_conversions
+from slim_mp.graph_pass.op_ports import op_ports
+from slim_mp.graph_pass.paint import LOW, PaintConfig, low_ops, paint
+from slim_mp.graph_pass.refine import demote_tail
+from slim_mp.graph_pass.region import Region
+
+PLACEMENTS = ("measured", "static")
+PLACEMENT_ENV = "SLIM_MP_PLACEMENT"
+CACHE_ENV = "SLIM_MP_CACHE_DIR"
+DECISIONS_FILE_NAME = "placement.json"
+_CAST = "Cast"
+# Element counts of the two casts timed to fit the cast cost model.
+_CAST_SIZES = (1 << 14, 1 << 20)
+_POLL_SECONDS = 0.5
+# Low precision must win by this fraction: the estimate leaves out what goes low around the allow ops
+# (batch norm, pooling, activations) and oneDNN's layout reorders, which cost time at small sizes.
+LOW_PRECISION_MARGIN = 0.20
+
+
+def default_placement() -> str:
+    """``measured``, unless ``$SLIM_MP_PLACEMENT`` names another placement (the test suite sets ``static``)."""
+    return resolve_placement(os.environ.get(PLACEMENT_ENV) or "measured")
+
+
+def resolve_placement(placement: Optional[str]) -> str:
+    """``placement`` checked against ``PLACEMENTS`` (None: the default); ValueError naming the accepted values."""
+    if placement is None:
+        return default_placement()
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement={placement!r} is not a placement; use 'measured' or 'static'.")
+    return placement
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSignature:
+    """What an op's speed depends on: its type, data-input shapes, constant inputs and attributes."""
+
+    op_type: str
+    input_shapes: Tuple[Tuple[int, ...], ...]
+    constant_inputs: Tuple[Tuple[int, Tuple[int, ...]], ...] = ()
+    attrs: Tuple[Tuple[str, object], ...] = ()
+
+    def key(self) -> str:
+        """A stable text key for the cache."""
+        return json.dumps([self.op_type, self.input_shapes, self.constant_inputs, self.attrs], default=str)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpTiming:
+    """Milliseconds of one forward + backward of a signature in float32 and in the low type."""
+
+    float32_ms: float
+    low_ms: float
+
+
+# measure(signatures, precision) -> timing per signature; signatures it cannot time are left out.
+Measure = Callable[[Sequence[OpSignature], tf.DType], Dict[OpSignature, OpTiming]]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementOptions:
+    """Where timings and decisions live, and how to measure.
+
+    ``cache_dir``: the timing cache (default ``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp/placement``).
+    ``decisions_file``: reuse the demoted ops recorded there; if it does not exist, measure and (when
+    ``write_decisions``) write it. A reader that may not write (a non-chief worker) waits up to
+    ``wait_seconds`` for the writer. ``measure`` replaces the micro-benchmarks (tests pass fake timings).
+    ``training``: time the backprop ops too (the pass is run before gradients are taken).
+    """
+
+    cache_dir: Optional[str] = None
+    decisions_file: Optional[str] = None
+    write_decisions: bool = True
+    wait_seconds: float = 0.0
+    measure: Optional[Measure] = None
+    training: bool = True
+    warmup: int = 2
+    runs: int = 7
+
+
+@dataclasses.dataclass
+class PlacementPlan:
+    """The measured decision: allow ops kept in float32 (op name -> reason) and what it was based on."""
+
+    float32_ops: Dict[str, str]
+    low_ops: List[str]
+    estimated_ms: Optional[float] = None
+    static_estimated_ms: Optional[float] = None
+    float32_estimated_ms: Optional[float] = None
+    measured_signatures: int = 0
+    cached_signatures: int = 0
+    seconds: float = 0.0
+    source: str = "measured"
+
+    def as_json(self) -> dict:
+        """The plan as plain JSON values."""
+        return dataclasses.asdict(self)
+
+
+# --- signatures -------------------------------------------------------------------------------------
+
+
+def _attr_value(value):
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, (list, tuple)):
+        return tuple(_attr_value(item) for item in value)
+    return value
+
+
+def op_signature(op: tf.Operation) -> Optional[OpSignature]:
+    """The signature of ``op``, or None when a data shape is not static or a non-data input not constant."""
+    ports = op_ports(op)
+    shapes, constants = [], []
+    for index, (tensor, is_data) in enumerate(zip(op.inputs, ports.data_inputs)):
+        if is_data:
+            if not tensor.shape.is_fully_defined():
+                return None
+            shapes.append(tuple(tensor.shape.as_list()))
+            continue
+        value = tf.get_static_value(tensor)
+        if value is None:
+            return None
+        constants.append((index, tuple(np.asarray(value).ravel().tolist())))
+    attrs = []
+    for attr in op.op_def.attr:
+        if attr.type in ("type", "list(type)"):
+            continue
+        attrs.append((attr.name, _attr_value(op.get_attr(attr.name))))
+    return OpSignature(op.type, tuple(shapes), tuple(constants), tuple(sorted(attrs)))
+
+
+def cast_signature(elements: int) -> OpSignature:
+    """The pseudo-signature of a cast pair (to low and back) of ``elements`` values."""
+    return OpSignature(_CAST, ((elements,),))
+
+
+# --- micro-benchmarks -------------------------------------------------------------------------------
+
+
+def _random_variable(shape: Sequence[int], dtype: tf.DType) -> tf.Tensor:
+    """The read of a variable of ``shape`` initialised in the graph (no large constants to copy around)."""
+    initial = tf.cast(tf.random.normal(list(shape), stddev=0.1, seed=0), dtype)
+    return tf.Variable(initial, trainable=False).read_value()
+
+
+def _op_inputs(signature: OpSignature, dtype: tf.DType) -> Tuple[list, list]:
+    """Flat inputs of the op (variables' reads for data, constants otherwise) and the data tensors."""
+    by_index: Dict[int, tf.Tensor] = {index: tf.constant(value, tf.int32) for index, value in signature.constant_inputs}
+    data = []
+    shapes = iter(signature.input_shapes)
+    total = len(signature.input_shapes) + len(signature.constant_inputs)
+    for index in range(total):
+        if index not in by_index:
+            by_index[index] = _random_variable(next(shapes), dtype)
+            data.append(by_index[index])
+    return [by_index[i] for i in range(total)], data
+
+
+def _build_op(signature: OpSignature, flat_inputs: list) -> tf.Tensor:
+    """Create the op of ``signature`` on ``flat_inputs`` through ``tf.raw_ops``; its first output."""
+    op_def = op_def_registry.get(signature.op_type)
+    kwargs = dict(signature.attrs)
+    position = 0
+    for arg in op_def.input_arg:
+        if arg.number_attr:
+            count = kwargs.pop(arg.number_attr)
+            kwargs[arg.name] = flat_inputs[position:position + count]
+            position += count
+        else:
+            kwargs[arg.name] = flat_inputs[position]
+            position += 1
+    result = getattr(tf.raw_ops, signature.op_type)(**kwargs)
+    return result[0] if isinstance(result, (list, tuple)) else result
+
+
+def _first_values(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+    """One element of each tensor, as float32: a fetch that needs every tensor computed in full.
+
+    (Grappler prunes stateless ops that are only control dependencies of the fetched op.)
+    """
+    return tf.stack([tf.cast(tf.reshape(t, [-1])[0], tf.float32) for t in tensors])
+
+
+def _train_target(signature: OpSignature, dtype: tf.DType, training: bool) -> tf.Tensor:
+    """One forward (and backward, when ``training``) of the op in ``dtype``; a small tensor to fetch."""
+    if signature.op_type == _CAST:
+        (elements,) = signature.input_shapes[0]
+        source = tf.Variable(tf.zeros([elements], tf.float32), trainable=False).read_value()
+        low = tf.Variable(tf.zeros([elements], dtype), trainable=False).read_value()
+        return _first_values([tf.cast(source, dtype), tf.cast(low, tf.float32)])
+    flat_inputs, data = _op_inputs(signature, dtype)
+    output = _build_op(signature, flat_inputs)
+    if not training:
+        return _first_values([output])
+    upstream = _random_variable(output.shape.as_list(), dtype)
+    gradients = [g for g in tf.gradients(output, data, grad_ys=upstream) if g is not None]
+    return _first_values([output, *gradients])
+
+
+def _fastest_ms(session: tf.compat.v1.Session, targets: Sequence[tf.Tensor], warmup: int,
+                runs: int) -> List[Optional[float]]:
+    """Fastest milliseconds of each target (None if it fails to run), after ``warmup`` untimed runs each.
+
+    The targets are timed round-robin, one run of each per round, so the runs of one target are
+    spread over the whole measurement and a burst of load on a shared machine cannot spoil all of
+    them. The minimum, not the median: noise only ever adds time, and the decision compares costs.
+    """
+    callables: List[Optional[Callable[[], object]]] = []
+    for target in targets:
+        run = session.make_callable(target)
+        try:
+            for _ in range(warmup):
+                run()
+        except tf.errors.OpError:
+            run = None
+        callables.append(run)
+    times: List[List[float]] = [[] for _ in callables]
+    for _ in range(runs):
+        for index, run in enumerate(callables):
+            if run is None:
+                continue
+            started = time.perf_counter()
+            run()
+            times[index].append((time.perf_counter() - started) * 1000.0)
+    return [min(values) if values else None for values in times]
+
+
+def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, training: bool = True,
+                    warmup: int = 2, runs: int = 7) -> Dict[OpSignature, OpTiming]:
+    """Time each signature in float32 and in ``precision`` (a cast pair: low only) in one standalone session.
+
+    A signature TensorFlow cannot build or run here (no kernel, unsupported data format) is left out.
+    """
+    graph = tf.Graph()
+    targets: Dict[OpSignature, Tuple[tf.Tensor, tf.Tensor]] = {}
+    with graph.as_default():
+        for signature in signatures:
+            try:
+                with tf.name_scope(signature.op_type):
+                    targets[signature] = (_train_target(signature, tf.float32, training),
+                                          _train_target(signature, precision, training))
+            except (TypeError, ValueError, LookupError, tf.errors.OpError):
+                continue
+        init = tf.compat.v1.global_variables_initializer()
+    timings: Dict[OpSignature, OpTiming] = {}
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run(init)
+        flat = [target for pair in targets.values() for target in pair]
+        fastest = iter(_fastest_ms(session, flat, warmup, runs))
+        for signature in targets:
+            float32_ms, low_ms = next(fastest), next(fastest)
+            if float32_ms is None or low_ms is None:
+                continue
+            timings[signature] = OpTiming(0.0 if signature.op_type == _CAST else float32_ms, low_ms)
+    return timings
+
+
+# --- the timing cache -------------------------------------------------------------------------------
+
+
+def cache_dir(configured: Optional[str] = None) -> str:
+    """The timing cache folder: ``configured``, else ``$SLIM_MP_CACHE_DIR``, else ``~/.cache/slim_mp/placement``."""
+    return configured or os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "slim_mp",
+                                                                   "placement")
+
+
+def _cache_path(folder: str, device: str, precision: tf.DType) -> str:
+    digest = hashlib.sha1(f"{device}|{tf.__version__}|{precision.name}".encode()).hexdigest()[:16]
+    return os.path.join(folder, f"timings_{digest}.json")
+
+
+def _read_json(path: str) -> Optional[dict]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        warnings.warn(f"placement: ignoring unreadable file {path}", stacklevel=3)
+        return None
+
+
+def write_json_atomically(path: str, content: dict) -> None:
+    """Write ``content`` as JSON to ``path`` through a temporary file in the same folder and a rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".placement-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(content, stream, indent=1, sort_keys=True)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+class TimingCache:
+    """Timings of one (device, TensorFlow version, precision) on disk; lookups by signature key."""
+
+    def __init__(self, folder: str, device: str, precision: tf.DType):
+        self.path = _cache_path(folder, device, precision)
+        self._header = {"device": device, "tensorflow": tf.__version__, "precision": precision.name}
+        stored = _read_json(self.path) or {}
+        self._timings: Dict[str, List[float]] = stored.get("timings", {}) if stored.get("device") == device else {}
+
+    def get(self, signature: OpSignature) -> Optional[OpTiming]:
+        value = self._timings.get(signature.key())
+        return OpTiming(*value) if value else None
+
+    def add(self, timings: Mapping[OpSignature, OpTiming]) -> None:
+        """Store new timings, merged with what other processes wrote meanwhile; one atomic write."""
+        if not timings:
+            return
+        latest = (_read_json(self.path) or {}).get("timings", {})
+        latest.update(self._timings)
+        latest.update({s.key(): [t.float32_ms, t.low_ms] for s, t in timings.items()})
+        self._timings = latest
+        try:
+            write_json_atomically(self.path, dict(self._header, timings=latest))
+        except OSError as error:
+            warnings.warn(f"placement: could not write the timing cache {self.path} ({error}); "
+                          "the next build measures again.", stacklevel=3)
+
+
+def timings_for(signatures: Sequence[OpSignature], precision: tf.DType, options: PlacementOptions,
+                device: str) -> Tuple[Dict[OpSignature, OpTiming], int, int]:
+    """Timings of ``signatures`` from the cache, measuring (and caching) the missing ones.
+
+    Returns:
+      (timings, signatures measured now, signatures found in the cache).
+    """
+    cache = TimingCache(cache_dir(options.cache_dir), device, precision)
+    unique = list(dict.fromkeys(signatures))
+    found = {s: cache.get(s) for s in unique}
+    missing = [s for s, timing in found.items() if timing is None]
+    timings = {s: t for s, t in found.items() if t is not None}
+    if missing:
+        measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.training,
+                                                                      options.warmup, options.runs))
+        measured = measure(missing, precision)
+        cache.add(measured)
+        timings.update(measured)
+    return timings, len(missing), len(unique) - len(missing)
+
+
+# --- the decision -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CastModel:
+    """Milliseconds of a cast pair (forward cast and its gradient's) as ``fixed + per_element * n``."""
+
+    fixed_ms: float
+    per_element_ms: float
+
+    def ms(self, elements: int) -> float:
+        return self.fixed_ms + self.per_element_ms * elements
+
+
+def fit_cast_model(timings: Mapping[OpSignature, OpTiming]) -> CastModel:
+    """The line through the two timed cast sizes (never negative)."""
+    small, large = (timings.get(cast_signature(n)) for n in _CAST_SIZES)
+    if small is None or large is None:
+        return CastModel(0.0, 0.0)
+    slope = max(0.0, (large.low_ms - small.low_ms) / (_CAST_SIZES[1] - _CAST_SIZES[0]))
+    return CastModel(max(0.0, small.low_ms - slope * _CAST_SIZES[0]), slope)
+
+
+class _Estimator:
+    """Estimated milliseconds of a train step's measured part for a set of demoted allow ops."""
+
+    def __init__(self, region: Region, config: PaintConfig, timings: Dict[tf.Operation, OpTiming],
+                 casts: CastModel):
+        self.region, self.config, self.timings, self.casts = region, config, timings, casts
+        self._memo: Dict[frozenset, Tuple[float, Set[tf.Operation]]] = {}
+
+    def __call__(self, demoted: Set[tf.Operation]) -> float:
+        return self.painted(demoted)[0]
+
+    def painted(self, demoted: Set[tf.Operation]) -> Tuple[float, Set[tf.Operation]]:
+        """(estimated ms, low ops) of painting with ``demoted`` fixed to float32."""
+        key = frozenset(demoted)
+        if key not in self._memo:
+            fixed = dict(self.config.fixed_float32)
+            fixed.update({op.name: "placement candidate" for op in demoted})
+            decisions = paint(self.region, dataclasses.replace(self.config, fixed_float32=fixed))
+            low = demote_tail(low_ops(decisions, self.region), decisions, self.config.precision)
+            low_set = set(low)
+            total = sum(t.low_ms * (1 + LOW_PRECISION_MARGIN) if op in low_set else t.float32_ms
+                        for op, t in self.timings.items())
+            ports = {op: d.ports for op, d in decisions.items()}
+            precision_size = self.config.precision.size
+            for conversion in planned_conversions(low, ports, self.config.precision):
+                if conversion.kind == "cast" and conversion.bytes_per_step:
+                    total += self.casts.ms(conversion.bytes_per_step // (4 + precision_size))
+            self._memo[key] = (total, low_set)
+        return self._memo[key]
+
+
+def _low_regions(low: Set[tf.Operation], allow: Set[tf.Operation]) -> List[Set[tf.Operation]]:
+    """The allow ops of each connected region of low ops (connected through data edges between low ops)."""
+    parent = {op: op for op in low}
+
+    def root(op):
+        while parent[op] is not op:
+            parent[op] = parent[parent[op]]
+            op = parent[op]
+        return op
+
+    for op in low:
+        for tensor in op.inputs:
+            if tensor.op in parent:
+                parent[root(tensor.op)] = root(op)
+    regions: Dict[tf.Operation, Set[tf.Operation]] = {}
+    for op in allow & low:
+        regions.setdefault(root(op), set()).add(op)
+    return [regions[key] for key in sorted(regions, key=lambda r: min(o.name for o in regions[r]))]
+
+
+def _slower(timing: OpTiming) -> bool:
+    return timing.low_ms * (1 + LOW_PRECISION_MARGIN) >= timing.float32_ms
+
+
+def choose_demoted(estimate: Callable[[Set[tf.Operation]], float], timings: Mapping[tf.Operation, OpTiming],
+                   regions: Sequence[Set[tf.Operation]]) -> Set[tf.Operation]:
+    """The set of allow ops to keep float32 with the lowest estimated step (see the module docstring)."""
+    measured = set(timings)
+    per_op = {op for op, t in timings.items() if _slower(t)}
+    best = min((set(), per_op, measured), key=lambda candidate: (estimate(candidate), len(candidate)))
+    improved = True
+    while improved:
+        improved = False
+        for region in regions:
+            for candidate in (best | region, best - region):
+                if candidate != best and estimate(candidate) < estimate(best) - 1e-9:
+                    best, improved = candidate, True
+    return best
+
+
+def _reasons(demoted: Set[tf.Operation], timings: Mapping[tf.Operation, OpTiming], estimate,
+             regions: Sequence[Set[tf.Operation]], precision: tf.DType) -> Dict[str, str]:
+    """Per demoted op: "slower in <type> on this device: X ms vs Y ms" (its own times, or its region's)."""
+    reasons = {}
+    for op in demoted:
+        timing = timings[op]
+        if _slower(timing):
+            charged = timing.low_ms * (1 + LOW_PRECISION_MARGIN)
+            reasons[op.name] = (f"slower in {precision.name} on this device: {charged:.3f} ms vs "
+                                f"{timing.float32_ms:.3f} ms in float32 (forward + backward; measured "
+                                f"{timing.low_ms:.3f} ms + {LOW_PRECISION_MARGIN:.0%} for untimed costs)")
+            continue
+        region = next((r for r in regions if op in r), {op})
+        with_low, without = estimate(demoted - region), estimate(demoted)
+        reasons[op.name] = (f"slower in {precision.name} on this device: {with_low:.3f} ms vs {without:.3f} ms "
+                            f"in float32 for its low region of {len(region)} allow ops, casts included "
+                            f"(this op alone {timing.low_ms:.3f} vs {timing.float32_ms:.3f} ms)")
+    return reasons
+
+
+def _measured_plan(region: Region, config: PaintConfig, options: PlacementOptions) -> PlacementPlan:
+    started = time.perf_counter()
+    decisions = paint(region, config)
+    allow = {op for op, d in decisions.items() if d.op_class == "allow" and d.colour == LOW}
+    signatures = {op: op_signature(op) for op in allow}
+    signatures = {op: s for op, s in signatures.items() if s is not None}
+    wanted = list(signatures.values()) + [cast_signature(n) for n in _CAST_SIZES]
+    by_signature, measured, cached = timings_for(wanted, config.precision, options, detect_device().describe())
+    timings = {op: by_signature[s] for op, s in signatures.items() if s in by_signature}
+    estimate = _Estimator(region, config, timings, fit_cast_model(by_signature))
+    regions = _low_regions(estimate.painted(set())[1], set(timings))
+    demoted = choose_demoted(estimate, timings, regions)
+    reasons = _reasons(demoted, timings, estimate, regions, config.precision)
+    return PlacementPlan(
+        float32_ops=dict(sorted(reasons.items())),
+        low_ops=sorted(op.name for op in set(timings) - demoted),
+        estimated_ms=estimate(demoted), static_estimated_ms=estimate(set()),
+        float32_estimated_ms=estimate(set(timings)),
+        measured_signatures=measured, cached_signatures=cached,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
+    stored = _read_json(path)
+    if stored is None:
+        return None
+    if stored.get("precision") != precision.name:
+        raise ValueError(f"{path} holds placement decisions for {stored.get('precision')!r}, not {precision.name!r}; "
+                         "pass a new --train_dir (or delete the file) to measure again.")
+    plan = PlacementPlan(float32_ops=dict(stored.get("float32_ops", {})), low_ops=list(stored.get("low_ops", [])),
+                         estimated_ms=stored.get("estimated_ms"), static_estimated_ms=stored.get("static_estimated_ms"),
+                         float32_estimated_ms=stored.get("float32_estimated_ms"))
+    plan.source = f"reused from {path}"
+    return plan
+
+
+def _wait_for_decisions(path: str, precision: tf.DType, wait_seconds: float) -> Optional[PlacementPlan]:
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        plan = _read_decisions(path, precision)
+        if plan is not None or time.monotonic() >= deadline:
+            return plan
+        time.sleep(_POLL_SECONDS)
+
+
+def measured_placement(region: Region, config: PaintConfig,
+                       options: Optional[PlacementOptions] = None) -> PlacementPlan:
+    """Decide which allow ops of ``region`` stay float32 on this device (see the module docstring).
+
+    Args:
+      region: the ops the pass rewrites.
+      config: the painting configuration (precision, classes, keep-float32 scopes, device type).
+      options: cache folder, decisions file, measuring function; defaults when None.
+
+    Returns:
+      The plan; its ``float32_ops`` go into ``PaintConfig.fixed_float32``.
+
+    Raises:
+      ValueError: when ``options.decisions_file`` was written for another precision.
+    """
+    options = options or PlacementOptions()
+    path = options.decisions_file
+    if path:
+        started = time.perf_counter()
+        wait = 0.0 if options.write_decisions else options.wait_seconds
+        plan = _wait_for_decisions(path, config.precision, wait)
+        if plan is not None:
+            plan.seconds = time.perf_counter() - started
+            return plan
+        if not options.write_decisions:
+            warnings.warn(f"placement: {path} did not appear within {options.wait_seconds:.0f}s; measuring here, "
+                          "so this worker's graph may differ from the chief's.", stacklevel=2)
+    plan = _measured_plan(region, config, options)
+    if path and options.write_decisions:
+        content = dict(plan.as_json(), precision=config.precision.name, device=detect_device().describe(),
+                       tensorflow=tf.__version__)
+        write_json_atomically(path, content)
+    return plan
