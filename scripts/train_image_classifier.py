@@ -10,14 +10,16 @@ meaning; ``--precision``, ``--loss_scale*`` and ``--mp_*`` are new. Bad input pr
 
 from slim_mp.training import cli
 from slim_mp.training.loop import train
-from slim_mp.training.train_config import TrainConfig
+from slim_mp.training.train_config import TrainConfig, check_command_line_config
 
 cli.define_flags(TrainConfig)
 
 
 def main() -> None:
     """Train with the options given on the command line."""
-    train(cli.config_from_flags(TrainConfig))
+    config = cli.config_from_flags(TrainConfig)
+    check_command_line_config(config)
+    train(config)
 
 
 if __name__ == "__main__":

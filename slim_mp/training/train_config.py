@@ -131,11 +131,8 @@ def check_train_config(config: TrainConfig) -> None:
     for flag, value in (("log_every_n_steps", config.log_every_n_steps), ("batch_size", config.batch_size)):
         if value < 1:
             raise ValueError(f"--{flag}={value} must be a positive integer; pass e.g. --{flag}=10.")
-    if config.max_number_of_steps is not None and config.max_number_of_steps < 1:
-        raise ValueError(
-            f"--max_number_of_steps={config.max_number_of_steps} would save an untrained model; pass a positive "
-            "step count, or leave it unset to train until interrupted."
-        )
+    if config.max_number_of_steps is not None and config.max_number_of_steps < 0:
+        raise ValueError(f"--max_number_of_steps={config.max_number_of_steps} is negative; pass a step count >= 1.")
     if config.train_image_size is not None and config.train_image_size < 1:
         raise ValueError(f"--train_image_size={config.train_image_size} must be a positive integer; pass e.g. "
                          "--train_image_size=224, or leave it unset for the network's default.")
@@ -181,3 +178,19 @@ def _check_precision_flags(config: TrainConfig) -> None:
             except ValueError as error:
                 raise ValueError(f"--{flag}={','.join(op_types)}: {error} Pass op type names as TensorFlow spells "
                                  "them (e.g. Softmax).") from error
+
+
+def check_command_line_config(config: TrainConfig) -> None:
+    """The rules only a command line needs, on top of ``check_train_config``.
+
+    A library caller may train for 0 steps to save a model's initial weights (parity runs do);
+    from the command line that is a mistake that would write an untrained checkpoint.
+
+    Raises:
+      ValueError: naming ``--max_number_of_steps`` when it is 0.
+    """
+    if config.max_number_of_steps == 0:
+        raise ValueError(
+            "--max_number_of_steps=0 would save an untrained model; pass a positive step count, or leave it "
+            "unset to train until interrupted."
+        )
