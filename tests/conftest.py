@@ -1,8 +1,21 @@
-"""Shared pytest setup: quiet TensorFlow logs, import the package from the checkout."""
+"""Shared pytest setup for the whole suite.
+
+- Quiet TensorFlow's C++ logs.
+- Import ``slim_mp`` from this checkout (not an installed copy) and the shared helpers of
+  ``tests/support`` (``graph_checks``, ``nets_checks``, ``reference``, ``script_runs``,
+  ``datasets_support``) as top-level modules.
+- Apply the tf_slim compatibility fixes once, for every test (``slim_mp.compat.install()``), so no
+  test module has to import ``slim_mp`` only for its side effect.
+"""
 
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(TESTS_DIR))
+sys.path.insert(0, os.path.join(TESTS_DIR, "support"))
+
+import slim_mp.compat  # noqa: E402
+
+slim_mp.compat.install()

@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-import nets  # noqa: F401  (applies the tf_slim compatibility fixes)
 from nets import mobilenet_v2, mobilenet_v3
 from nets.mobilenet_blocks import (
     DepthRule,

@@ -14,7 +14,8 @@ from typing import Callable
 
 import tensorflow as tf
 
-REFERENCE_PATH = os.path.join(os.path.dirname(__file__), "data", "official_slim_variables.json.gz")
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REFERENCE_PATH = os.path.join(TESTS_DIR, "data", "official_slim_variables.json.gz")
 
 BuildFn = Callable[[tf.Tensor, int], object]
 

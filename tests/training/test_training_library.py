@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import slim_mp  # noqa: F401
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
 from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
