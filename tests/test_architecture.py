@@ -234,7 +234,9 @@ BASE_FILES = {
     "distribute/__init__": "",
     "distribute/clones": "from slim_mp.loss_scale.optimizer import X\n",
     "training/__init__": "",
-    "training/loop": "import slim_mp\nfrom slim_mp.distribute import clones\nfrom slim_mp import enable_mixed_precision\n",
+    "training/loop": (
+        "import slim_mp\nfrom slim_mp.distribute import clones\nfrom slim_mp import enable_mixed_precision\n"
+    ),
     "measure/__init__": "",
     "measure/parity": "from slim_mp.training import loop\n",
 }

@@ -138,7 +138,7 @@ def wait_for_both_workers(cluster: LocalCluster, run: ClusterRun) -> Tuple[Optio
     deadline = time.monotonic() + CLUSTER_TIMEOUT_S
     try:
         while None in (cluster.exit_code("worker", 0), cluster.exit_code("worker", 1)):
-            assert time.monotonic() < deadline, f"the workers did not finish within {CLUSTER_TIMEOUT_S} s:\n{run.text()}"
+            assert time.monotonic() < deadline, f"workers still running after {CLUSTER_TIMEOUT_S} s:\n{run.text()}"
             time.sleep(0.2)
         return cluster.exit_code("worker", 0), cluster.exit_code("worker", 1)
     finally:
