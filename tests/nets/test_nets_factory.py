@@ -10,8 +10,8 @@ from nets import nets_factory, resnet_v1, resnet_v2, vgg
 REFERENCE = load_reference()
 # Graph construction slows down with the variable count (tf_keras checks every new
 # variable against all existing ones); the largest nets take tens of seconds each. Above 500:
-# the 101-layer ResNets (the 50-layer ones with a deeper block3 are checked by default) and the
-# larger nets; inception_v4 (608) is still built by default, for its own family test.
+# the 101-layer ResNets (the 50-layer ones with a deeper block3 are checked by default),
+# inception_v4 and larger nets.
 SLOW_ABOVE_MODEL_VARIABLES = 500
 BASIC_RESNETS = {"resnet_v1_18", "resnet_v1_34"}
 
