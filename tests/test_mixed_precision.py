@@ -39,8 +39,9 @@ def _train(make_train_op, steps=30):
             session.run([tf.compat.v1.global_variables_initializer(),
                          tf.compat.v1.local_variables_initializer()])
             losses = [session.run([train_op, loss])[1] for _ in range(steps)]
-            scale = session.run(optimizer.loss_scale) if hasattr(optimizer, "loss_scale") else None
-    return losses, scale, train_op, optimizer
+            scaling = session.run((optimizer.loss_scale, optimizer.skipped_steps)) if hasattr(
+                optimizer, "loss_scale") else None
+    return losses, scaling, train_op, optimizer
 
 
 def _float32_reference():
@@ -59,15 +60,17 @@ def test_enable_mixed_precision_trains_like_float32(precision):
             tf.compat.v1.train.MomentumOptimizer(0.05, 0.9), precision=precision)
         return slim.learning.create_train_op(loss, optimizer), optimizer
 
-    losses, scale, train_op, optimizer = _train(make)
+    losses, (scale, skipped), train_op, optimizer = _train(make)
     assert not float32_math_ops(reachable_ops(train_op))
     assert len(optimizer.rewrite_reports) == 1
     assert losses[-1] < 0.5 * losses[0]
     assert abs(losses[-1] - reference[-1]) < 0.1 * reference[0]
     if precision == "bfloat16":
-        assert scale == 1.0, "bfloat16 needs no loss scaling by default"
+        assert (scale, skipped) == (1.0, 0), "bfloat16 needs no loss scaling by default"
     else:
-        assert scale >= 1.0 and isinstance(optimizer.loss_scale_manager, slim_mp.ExponentialUpdateLossScaleManager)
+        # Dynamic by default: from 2**15, halved at every skipped (overflowing) step; growing takes 2000 steps.
+        assert isinstance(optimizer.loss_scale_manager, slim_mp.ExponentialUpdateLossScaleManager)
+        assert skipped < 30 and scale == 2.0 ** 15 * 0.5 ** skipped
 
 
 def test_contrib_snippet_with_slim_mp_swapped_in():

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import slim_mp  # noqa: F401
 from slim_mp.training.learning_rate import LearningRateSettings, make_learning_rate
 from slim_mp.training.optimizers import OPTIMIZER_NAMES, OptimizerSettings, make_optimizer
 

@@ -11,7 +11,7 @@ from nets.i3d import i3d, i3d_arg_scope
 from nets.i3d_blocks import centered_identity_initializer, self_gate, spatiotemporal_conv3d
 from nets.s3dg import s3dg, s3dg_arg_scope
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
-from reference import assert_official_outputs, load_reference
+from reference import assert_module_builds_official_outputs, load_reference
 
 NETWORKS = {"i3d": (i3d, i3d_arg_scope), "s3dg": (s3dg, s3dg_arg_scope)}
 # Smallest clip that survives the 8x temporal and 32x spatial downsampling.
@@ -33,7 +33,7 @@ def _variable_names(build: Callable[[tf.Tensor, int], tuple], shape=SMALL_CLIP_S
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
 def test_variables_and_end_points_match_official(name: str) -> None:
-    assert_official_outputs(name, _builder(name))
+    assert_module_builds_official_outputs(name, *NETWORKS[name])
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))

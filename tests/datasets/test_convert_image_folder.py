@@ -8,12 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-import slim_mp  # noqa: F401  (applies the tf_slim compatibility fixes)
 from datasets_support import encode_images, read_all
-from script_runs import check_bad_input
+from script_runs import REPO_ROOT, check_bad_input
 from slim_mp.datasets import convert_image_folder, get_dataset
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO_ROOT, "scripts", "convert_image_folder.py")
 CLASSES = ["apple", "banana", "cherry"]
 PNG_PER_CLASS, JPEG_PER_CLASS = 6, 4

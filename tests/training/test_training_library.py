@@ -1,21 +1,21 @@
 """The training library in-process: losses, loss-scale options, config checks, moving averages end to end."""
 
-import dataclasses
 import json
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from train_configs import lenet_config
 
-import slim_mp  # noqa: F401
+from slim_mp.loss_scale.managers import (
+    ExponentialUpdateLossScaleManager,
+    FixedLossScaleManager,
+)
 from slim_mp.training.evaluation import EvalConfig, evaluate
-from slim_mp.training.learning_rate import LearningRateSettings
-from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
-from slim_mp.training.optimizers import OptimizerSettings
+from slim_mp.training.loop import train
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
 from slim_mp.training.train_config import TrainConfig, check_train_config
 from slim_mp.training.train_graph import add_classification_losses
-from slim_mp.training.loop import train
 
 tf1 = tf.compat.v1
 RTOL = 1e-5  # float32 softmax cross-entropy against a float64 numpy reference
@@ -65,17 +65,6 @@ def test_quantized_training_is_refused_naming_the_flag():
 def test_label_smoothing_out_of_range_names_the_flag():
     with pytest.raises(ValueError, match="--label_smoothing=1.5"):
         check_train_config(TrainConfig(label_smoothing=1.5))
-
-
-def lenet_config(train_dir: str, **changes) -> TrainConfig:
-    """Two SGD steps of LeNet on the bundled data, with ``changes`` applied."""
-    config = TrainConfig(
-        train_dir=train_dir, dataset_name="fashion_mnist", model_name="lenet", batch_size=16,
-        max_number_of_steps=2, num_preprocessing_threads=1, seed=0,
-        optimizer_settings=OptimizerSettings(optimizer="sgd"),
-        learning_rate_settings=LearningRateSettings(learning_rate_decay_type="fixed", learning_rate=0.01),
-    )
-    return dataclasses.replace(config, **changes)
 
 
 def test_trainable_scopes_that_match_nothing_name_the_flag(tmp_path):

@@ -4,6 +4,8 @@ The default suite checks one small member of each family in bfloat16 and float16
 smallest ones for a few steps; the full matrix (all networks, both precisions) is marked slow.
 """
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,10 +16,11 @@ from nets import nets_factory
 from reference import load_reference
 
 # Built in the default suite (one small member per family not covered elsewhere; the NASNet
-# family takes ~25 s per build, so it is in the slow matrix only).
-QUICK = ["cifarnet", "lenet", "mobilenet_v1_025", "mobilenet_v2_035", "mobilenet_v3_small",
-         "mobilenet_edgetpu_075", "resnet_v1_18"]
-SLOW_ONLY = sorted(set(nets_factory.network_names()) - set(QUICK))
+# family takes ~25 s per build, so it is in the slow matrix only). The networks trained below
+# get the same train-step checks in their training graphs.
+TRAINED = {"lenet": 28, "cifarnet": 32, "resnet_v1_18": 32}  # name -> image size
+QUICK = ["mobilenet_v1_025", "mobilenet_v2_035", "mobilenet_v3_small", "mobilenet_edgetpu_075"]
+SLOW_ONLY = sorted(set(nets_factory.network_names()) - set(QUICK) - set(TRAINED))
 
 
 def _input_shape(name):
@@ -25,7 +28,8 @@ def _input_shape(name):
     return [1] + (entry["input_shape"][1:] if entry else [224, 224, 3])
 
 
-def _build_mixed_train_step(name, precision):
+def _check_network(name, precision):
+    """Build ``name``'s mixed-precision train step at its reference input size and check it."""
     graph = tf.Graph()
     with graph.as_default():
         shape = _input_shape(name)
@@ -37,16 +41,16 @@ def _build_mixed_train_step(name, precision):
         optimizer = slim_mp.enable_mixed_precision(tf.compat.v1.train.MomentumOptimizer(0.01, 0.9), precision)
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             train_op = optimizer.minimize(total_loss)
-        master_dtypes = {v.dtype.base_dtype for v in tf.compat.v1.model_variables()}
-    return optimizer.rewrite_reports[0], train_op, master_dtypes
+        _assert_low_precision_train_step(name, optimizer, train_op)
 
 
-def _check_network(name, precision):
-    report, train_op, master_dtypes = _build_mixed_train_step(name, precision)
+def _assert_low_precision_train_step(name, optimizer, train_op):
+    """The pass converted ops, left no float32 conv/matmul in the train step, and kept float32 masters."""
+    report = optimizer.rewrite_reports[0]
     assert report.ops_converted > 0, report.summary()
     leftover = float32_math_ops(reachable_ops(train_op))
     assert not leftover, f"{name}: float32 math left in the train step: {leftover[:5]}\n{report.summary()}"
-    assert master_dtypes == {tf.float32}
+    assert {v.dtype.base_dtype for v in tf.compat.v1.model_variables()} == {tf.float32}
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "float16"])
@@ -62,6 +66,12 @@ def test_every_network_train_step_is_low_precision(name, precision):
     _check_network(name, precision)
 
 
+@functools.lru_cache(maxsize=None)
+def _float32_losses(name, steps, size):
+    """The float32 reference run, shared by both precisions' comparisons."""
+    return _train_losses(name, "float32", steps, size)
+
+
 def _train_losses(name, precision, steps, size):
     rng = np.random.RandomState(0)
     labels = rng.randint(0, 4, size=8)
@@ -69,7 +79,7 @@ def _train_losses(name, precision, steps, size):
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.set_random_seed(0)
-        network_fn = nets_factory.get_network_fn(name, num_classes=4, is_training=True)
+        network_fn = nets_factory.get_network_fn(name, num_classes=4, weight_decay=4e-5, is_training=True)
         logits, _ = network_fn(tf.constant(images))
         tf.compat.v1.losses.sparse_softmax_cross_entropy(tf.constant(labels, tf.int64), logits)
         loss = tf.compat.v1.losses.get_total_loss()
@@ -78,15 +88,17 @@ def _train_losses(name, precision, steps, size):
             optimizer = slim_mp.enable_mixed_precision(optimizer, precision)
         with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
             train_op = optimizer.minimize(loss)
+        if precision != "float32":
+            _assert_low_precision_train_step(name, optimizer, train_op)
         with tf.compat.v1.Session() as session:
             session.run([tf.compat.v1.global_variables_initializer(), tf.compat.v1.local_variables_initializer()])
             return [session.run([train_op, loss])[1] for _ in range(steps)]
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "float16"])
-@pytest.mark.parametrize("name, size", [("lenet", 28), ("cifarnet", 32), ("resnet_v1_18", 32)])
+@pytest.mark.parametrize("name, size", sorted(TRAINED.items()))
 def test_small_networks_learn_in_mixed_precision_like_float32(name, size, precision):
-    reference = _train_losses(name, "float32", 8, size)
+    reference = _float32_losses(name, 8, size)
     mixed = _train_losses(name, precision, 8, size)
     assert mixed[-1] < mixed[0]
     assert abs(mixed[-1] - reference[-1]) < 0.2 * reference[0]

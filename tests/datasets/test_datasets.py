@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import slim_mp  # noqa: F401  (applies the tf_slim compatibility fixes)
 from datasets_support import encode_images, read_all
 from slim_mp.datasets import fashion_mnist, get_dataset, idx_format, labels_file, tfrecord_format, tfrecord_reader
 from slim_mp.datasets import image_folder_metadata as metadata

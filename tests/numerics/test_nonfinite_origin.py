@@ -7,12 +7,12 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 from absl import logging as absl_logging
+from train_configs import lenet_config
 
 import slim_mp
+from nets import nets_factory
 from slim_mp.training.loop import TrainingDivergedError, train
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
-from nets import nets_factory
-from tests.test_training_library import lenet_config
 
 tf1 = tf.compat.v1
 BATCH, FEATURES, CLASSES = 8, 16, 4

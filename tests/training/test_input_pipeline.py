@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import slim_mp  # noqa: F401  (tf_slim compatibility fixes)
 from slim_mp.datasets import DatasetSpec
 from slim_mp.training.input_pipeline import InputOptions, next_batch
 

@@ -9,7 +9,7 @@ import tf_slim as slim
 from nets import mobilenet_v1 as mobilenet_v1_module
 from nets.mobilenet_v1 import mobilenet_v1_arg_scope, mobilenet_v1_base
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
-from reference import assert_official_outputs, load_reference
+from reference import assert_module_builds_official_outputs, load_reference
 
 NAMES = ["mobilenet_v1", "mobilenet_v1_075", "mobilenet_v1_050", "mobilenet_v1_025"]
 
@@ -20,7 +20,7 @@ def _builder(name: str) -> Build:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_variables_and_end_points_match_official(name: str) -> None:
-    assert_official_outputs(name, _builder(name))
+    assert_module_builds_official_outputs(name, getattr(mobilenet_v1_module, name), mobilenet_v1_arg_scope)
 
 
 @pytest.mark.parametrize("name", NAMES)

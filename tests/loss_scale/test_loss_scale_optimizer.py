@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import slim_mp  # noqa: F401  (applies the tf_slim compatibility fixes)
 from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer, scale_loss
 

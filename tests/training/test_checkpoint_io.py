@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import slim_mp  # noqa: F401
 from slim_mp.training.checkpoint_io import MAX_TO_KEEP, TEMP_DIR_PREFIX, atomic_save
 
 tf1 = tf.compat.v1

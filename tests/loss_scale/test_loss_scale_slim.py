@@ -5,7 +5,6 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-import slim_mp  # noqa: F401  (applies the tf_slim compatibility fixes)
 from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 

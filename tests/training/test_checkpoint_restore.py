@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-import slim_mp  # noqa: F401
 from slim_mp.training.checkpoint_restore import fine_tune_init_fn, resolve_checkpoint
 
 tf1 = tf.compat.v1

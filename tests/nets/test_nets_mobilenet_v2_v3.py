@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-import nets  # noqa: F401  (applies the tf_slim compatibility fixes)
 from nets import mobilenet_v2, mobilenet_v3
 from nets.mobilenet_blocks import (
     DepthRule,
@@ -20,7 +19,7 @@ from nets.mobilenet_blocks import (
     squeeze_excite_gate,
 )
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
-from reference import assert_matches_reference, load_reference
+from reference import assert_module_builds_official_outputs, load_reference
 
 NETWORKS = {
     "mobilenet_v2": (mobilenet_v2.mobilenet_v2, mobilenet_v2.mobilenet_v2_arg_scope),
@@ -73,18 +72,7 @@ def _output_depths(name: str) -> Dict[str, int]:
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
 def test_variables_end_points_and_logits_match_official_layout(name: str) -> None:
-    entry = load_reference()[name]
-    outputs = []
-    build = _builder(name)
-
-    def build_and_keep_outputs(images: tf.Tensor, num_classes: int) -> None:
-        outputs.append(build(images, num_classes))
-
-    assert_matches_reference(name, build_and_keep_outputs)
-    logits, end_points = outputs[0]
-    assert {key: tensor.shape.as_list() for key, tensor in end_points.items()} == entry["end_point_shapes"]
-    assert logits.name == entry["logits_name"]
-    assert logits.shape.as_list() == entry["logits_shape"]
+    assert_module_builds_official_outputs(name, *NETWORKS[name])
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))

@@ -9,7 +9,7 @@ from typing import Dict, List
 
 import tensorflow as tf
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_SCRIPT = os.path.join(REPO_ROOT, "scripts", "train_image_classifier.py")
 EVAL_SCRIPT = os.path.join(REPO_ROOT, "scripts", "eval_image_classifier.py")
 TIMEOUT_S = 300

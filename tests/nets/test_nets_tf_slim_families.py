@@ -1,8 +1,8 @@
 """The zoo modules built on tf_slim's own nets: alexnet, overfeat, vgg, inception v1-v3, resnet v1/v2.
 
-Variable layouts of every name are checked through the factory in
-test_nets_factory.py; here: official end points and logits, numerical
-agreement with tf_slim's definitions (the wrappers must not change the
+Here: the official layout, end points and logits of each module function (through the
+factory's shared build, after checking that the factory maps the name to that function),
+numerical agreement with tf_slim's definitions (the wrappers must not change the
 computation), small forward passes and the pre-logits mode.
 """
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_slim as slim
-from reference import load_reference
+from reference import assert_module_builds_official_outputs, factory_build, load_reference
 from tf_slim.nets import inception as slim_inception
 from tf_slim.nets import resnet_v1 as slim_resnet_v1
 from tf_slim.nets import resnet_v2 as slim_resnet_v2
@@ -35,8 +35,9 @@ FUNCTIONS = {
         for depth in (50, 101, 152, 200)
     },
 }
-# Graph construction of the deepest ResNets takes tens of seconds on a small CPU.
-SLOW_NAMES = {"resnet_v1_152", "resnet_v1_200", "resnet_v2_152", "resnet_v2_200"}
+# Graph construction of the deeper ResNets takes tens of seconds on a small CPU (the 50-layer ones,
+# with the same blocks, are checked by default).
+SLOW_NAMES = {f"resnet_v{version}_{depth}" for version in (1, 2) for depth in (101, 152, 200)}
 
 # Outputs of the same float32 graph computed two ways; only summation order may differ.
 FLOAT32_TOLERANCE = 1e-5
@@ -46,31 +47,11 @@ def _name_params() -> list:
     return [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_NAMES else name for name in FUNCTIONS]
 
 
-def _build_at_reference_size(name: str) -> tuple:
-    """Build ``name`` on a placeholder of the reference input shape; return (logits, end_points)."""
-    entry = load_reference()[name]
-    network, arg_scope = FUNCTIONS[name]
-    images = tf.compat.v1.placeholder(tf.float32, entry["input_shape"])
-    with slim.arg_scope(arg_scope()):
-        return network(images, num_classes=entry["num_classes"], is_training=True)
-
-
 @pytest.mark.parametrize("name", _name_params())
-def test_official_end_points_logits_and_image_size(name):
+def test_official_variables_end_points_logits_and_image_size(name):
+    assert_module_builds_official_outputs(name, *FUNCTIONS[name], extra_end_points=None)
     entry = load_reference()[name]
-    with tf.Graph().as_default():
-        logits, end_points = _build_at_reference_size(name)
-    missing = [key for key in entry["end_points"] if key not in end_points]
-    assert not missing, f"{name}: end points missing: {missing}"
-    wrong_shapes = {
-        key: (end_points[key].shape.as_list(), shape)
-        for key, shape in entry["end_point_shapes"].items()
-        if end_points[key].shape.as_list() != shape
-    }
-    assert not wrong_shapes, f"{name}: end point shapes differ (ours, official): {wrong_shapes}"
-    assert logits.name == entry["logits_name"]
-    assert logits.shape.as_list() == entry["logits_shape"]
-    assert end_points["Predictions"].shape.as_list() == entry["logits_shape"]
+    assert factory_build(name).end_point_shapes["Predictions"] == entry["logits_shape"]
     assert FUNCTIONS[name][0].default_image_size == entry["default_image_size"]
 
 

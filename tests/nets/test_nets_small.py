@@ -9,7 +9,7 @@ import tf_slim as slim
 from nets.cifarnet import cifarnet, cifarnet_arg_scope
 from nets.lenet import lenet, lenet_arg_scope
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
-from reference import assert_official_outputs, load_reference
+from reference import assert_module_builds_official_outputs, load_reference
 
 NETWORKS = {
     "cifarnet": (cifarnet, cifarnet_arg_scope),
@@ -25,7 +25,7 @@ def _builder(name: str, **kwargs) -> Build:
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
 def test_variables_and_end_points_match_official(name: str) -> None:
-    assert_official_outputs(name, _builder(name))
+    assert_module_builds_official_outputs(name, *NETWORKS[name])
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))

@@ -1,0 +1,296 @@
+"""The package's layering, read from the source with ``ast`` (nothing is imported or executed).
+
+Ranks (lower layers never import higher ones, nor a different unit of their own rank):
+
+- 0: ``compat``, ``precision``, ``devices``, ``config_fields``
+- 1: ``graph_pass``, ``loss_scale``, ``datasets``
+- 2: ``numerics``
+- 3: ``mixed_precision`` (the facade), ``distribute``; the package root ``slim_mp/__init__.py`` is
+  the public surface and may import only the facade and ranks 0-2
+- 4: ``training``
+- 5: ``export``, ``measure``
+
+Only modules of rank >= 4 may import the package root (``import slim_mp``, ``from slim_mp import
+name``): below that, importing the root would import the facade, i.e. a higher layer. A module or
+sub-package missing from the table fails, so new code has to be given a rank here.
+
+Also: no module is named like a stdlib module, and no two modules define a public top-level
+function or class of the same name.
+
+Every check is a plain function over ``{module name: source}`` and is also run on small synthetic
+packages that break it, so each check is shown to be able to fail.
+"""
+
+import ast
+import collections
+import os
+import sys
+from typing import Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
+
+import pytest
+
+PACKAGE = "slim_mp"
+ROOT = "<root>"  # the unit of slim_mp/__init__.py
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+RANKS: Dict[str, int] = {
+    "compat": 0, "precision": 0, "devices": 0, "config_fields": 0,
+    "graph_pass": 1, "loss_scale": 1, "datasets": 1,
+    "numerics": 2,
+    "mixed_precision": 3, "distribute": 3,
+    "training": 4,
+    "export": 5, "measure": 5,
+}
+ROOT_MAY_IMPORT = frozenset({"mixed_precision"} | {unit for unit, rank in RANKS.items() if rank <= 2})
+MIN_RANK_IMPORTING_ROOT = 4
+# Top-level packages of this repository that the library must never import.
+FORBIDDEN_TOP_LEVEL = frozenset({"scripts", "tests"})
+
+Sources = Dict[str, str]  # dotted module name -> source text; packages are named by their __init__
+
+
+class Module(NamedTuple):
+    name: str
+    is_package: bool
+    source: str
+
+
+class Edge(NamedTuple):
+    source: str  # importing module
+    target: str  # imported module (or the package root)
+    line: int
+
+
+def read_package(repo_root: str = REPO_ROOT, package: str = PACKAGE) -> Dict[str, Module]:
+    """Every ``.py`` file under ``repo_root/package``, keyed by dotted module name."""
+    modules = {}
+    package_dir = os.path.join(repo_root, package)
+    for directory, subdirectories, files in os.walk(package_dir):
+        subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
+        for file_name in sorted(files):
+            if not file_name.endswith(".py"):
+                continue
+            relative = os.path.relpath(os.path.join(directory, file_name), repo_root)[:-len(".py")]
+            parts = relative.split(os.sep)
+            is_package = parts[-1] == "__init__"
+            name = ".".join(parts[:-1] if is_package else parts)
+            with open(os.path.join(directory, file_name), encoding="utf-8") as handle:
+                modules[name] = Module(name, is_package, handle.read())
+    return modules
+
+
+def _resolve_relative(module: Module, level: int, target: Optional[str]) -> str:
+    """The absolute module named by ``from <level dots><target> import ...`` inside ``module``."""
+    package_parts = module.name.split(".") if module.is_package else module.name.split(".")[:-1]
+    if level - 1 > len(package_parts) - 1:
+        raise ValueError(f"{module.name}: relative import beyond the top-level package")
+    base = package_parts[:len(package_parts) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def import_edges(module: Module, known_modules: Set[str]) -> Iterator[Edge]:
+    """Modules ``module`` imports, at any nesting level (``from x import name`` names module ``x.name``
+    when that is a module of the package, else ``x``); also ``importlib.import_module("...")`` literals."""
+    for node in ast.walk(ast.parse(module.source, filename=module.name)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Edge(module.name, alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve_relative(module, node.level, node.module) if node.level else node.module
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                yield Edge(module.name, candidate if candidate in known_modules else base, node.lineno)
+        elif isinstance(node, ast.Call) and _is_dynamic_import(node):
+            yield Edge(module.name, node.args[0].value, node.lineno)
+
+
+def _is_dynamic_import(call: ast.Call) -> bool:
+    function = call.func
+    name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
+    return (
+        name in ("import_module", "__import__") and bool(call.args)
+        and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)
+    )
+
+
+def unit_of(module_name: str, package: str = PACKAGE) -> Optional[str]:
+    """``ROOT`` for the package itself, its first sub-name for anything below, None outside the package."""
+    parts = module_name.split(".")
+    if parts[0] != package:
+        return None
+    return ROOT if len(parts) == 1 else parts[1]
+
+
+def layering_violations(modules: Dict[str, Module], package: str = PACKAGE) -> List[str]:
+    """One readable line per import that breaks the rank table (and per module missing from it)."""
+    problems = []
+    for name in sorted(modules):
+        unit = unit_of(name, package)
+        if unit != ROOT and unit not in RANKS:
+            problems.append(f"{name}: '{unit}' has no rank; add it to RANKS in tests/test_architecture.py")
+    for module in modules.values():
+        source_unit = unit_of(module.name, package)
+        for edge in import_edges(module, set(modules)):
+            problem = _edge_problem(source_unit, edge, package)
+            if problem:
+                problems.append(f"{edge.source}:{edge.line} imports {edge.target}: {problem}")
+    return sorted(set(problems))
+
+
+def _edge_problem(source_unit: str, edge: Edge, package: str) -> Optional[str]:
+    if edge.target.split(".")[0] in FORBIDDEN_TOP_LEVEL:
+        return "the library must not import scripts or tests"
+    target_unit = unit_of(edge.target, package)
+    if target_unit is None or target_unit == source_unit or source_unit not in RANKS and source_unit != ROOT:
+        return None
+    if target_unit == ROOT:
+        rank = RANKS[source_unit]
+        if rank < MIN_RANK_IMPORTING_ROOT:
+            return (f"only rank >= {MIN_RANK_IMPORTING_ROOT} may import the package root "
+                    f"({source_unit} is rank {rank}); import the sub-module instead")
+        return None
+    if target_unit not in RANKS:
+        return f"'{target_unit}' has no rank"
+    if source_unit == ROOT:
+        return None if target_unit in ROOT_MAY_IMPORT else "the package root may import only the facade and ranks 0-1"
+    source_rank, target_rank = RANKS[source_unit], RANKS[target_unit]
+    if target_rank > source_rank:
+        return f"upward edge (rank {source_rank} {source_unit} -> rank {target_rank} {target_unit})"
+    if target_rank == source_rank:
+        return f"sideways edge (rank {source_rank}: {source_unit} -> {target_unit})"
+    return None
+
+
+def stdlib_named_modules(modules: Dict[str, Module]) -> List[str]:
+    """Modules or packages whose own name shadows a stdlib module (``sys.stdlib_module_names``)."""
+    return sorted(name for name in modules if name.split(".")[-1] in sys.stdlib_module_names)
+
+
+def public_definitions(module: Module) -> Iterator[Tuple[str, int]]:
+    """``(name, line)`` of the public functions and classes defined at the top level of ``module``."""
+    for node in ast.parse(module.source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            yield node.name, node.lineno
+
+
+def duplicate_public_names(modules: Dict[str, Module]) -> Dict[str, List[str]]:
+    """Public top-level function/class names defined in more than one module -> ``module:line`` list."""
+    where = collections.defaultdict(list)
+    for module in modules.values():
+        for name, line in public_definitions(module):
+            where[name].append(f"{module.name}:{line}")
+    return {name: sorted(places) for name, places in sorted(where.items()) if len(places) > 1}
+
+
+# --- the real package -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def package_modules() -> Dict[str, Module]:
+    modules = read_package()
+    assert f"{PACKAGE}.training.loop" in modules, "the walk did not find the package source"
+    return modules
+
+
+def test_every_import_follows_the_rank_table(package_modules):
+    problems = layering_violations(package_modules)
+    assert not problems, "\n".join(problems)
+
+
+def test_no_module_is_named_like_a_stdlib_module(package_modules):
+    shadowing = stdlib_named_modules(package_modules)
+    assert not shadowing, f"rename these modules, they shadow the stdlib: {shadowing}"
+
+
+def test_public_functions_and_classes_have_one_home(package_modules):
+    duplicates = duplicate_public_names(package_modules)
+    assert not duplicates, "\n".join(f"{name}: {', '.join(places)}" for name, places in duplicates.items())
+
+
+# --- each check can fail ------------------------------------------------------------------------------------
+
+
+def synthetic(files: Dict[str, str]) -> Dict[str, Module]:
+    """A fake ``slim_mp`` from ``{relative path without .py: source}`` (``"graph_pass/__init__"`` etc.)."""
+    modules = {}
+    for path, source in files.items():
+        parts = [PACKAGE] + path.split("/")
+        is_package = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if is_package else parts)
+        modules[name] = Module(name, is_package, source)
+    return modules
+
+
+BASE_FILES = {
+    "__init__": "from slim_mp.mixed_precision import enable_mixed_precision\nfrom slim_mp import compat\n",
+    "compat": "import importlib\n",
+    "precision": "",
+    "mixed_precision": "from slim_mp.graph_pass import rewrite\nfrom slim_mp.loss_scale import optimizer\n",
+    "graph_pass/__init__": "",
+    "graph_pass/rewrite": "from . import paint\nfrom ..precision import resolve\n",
+    "graph_pass/paint": "",
+    "loss_scale/__init__": "",
+    "loss_scale/optimizer": "",
+    "distribute/__init__": "",
+    "distribute/clones": "from slim_mp.loss_scale.optimizer import X\n",
+    "training/__init__": "",
+    "training/loop": (
+        "import slim_mp\nfrom slim_mp.distribute import clones\nfrom slim_mp import enable_mixed_precision\n"
+    ),
+    "measure/__init__": "",
+    "measure/parity": "from slim_mp.training import loop\n",
+}
+
+
+def test_a_package_that_follows_the_rules_passes():
+    assert layering_violations(synthetic(BASE_FILES)) == []
+
+
+@pytest.mark.parametrize("path, source, expected", [
+    ("graph_pass/paint", "def f():\n    if True:\n        from slim_mp.loss_scale import optimizer\n",
+     "graph_pass.paint:3 imports slim_mp.loss_scale.optimizer: sideways edge"),
+    ("graph_pass/paint", "from ..loss_scale import optimizer\n", "sideways edge"),
+    ("graph_pass/paint", "from .. import mixed_precision\n", "imports slim_mp.mixed_precision: upward edge"),
+    ("graph_pass/paint", "import slim_mp.training.loop\n", "upward edge"),
+    ("precision", "from slim_mp import compat\n", "sideways edge (rank 0: precision -> compat)"),
+    ("compat", "importlib.import_module('slim_mp.graph_pass.rewrite')\n", "upward edge"),
+    ("distribute/clones", "from slim_mp.mixed_precision import enable_mixed_precision\n", "sideways edge"),
+    ("distribute/clones", "import slim_mp\n", "only rank >= 4 may import the package root"),
+    ("distribute/clones", "from slim_mp import enable_mixed_precision\n", "only rank >= 4 may import"),
+    ("distribute/clones", "from .. import enable_mixed_precision\n", "only rank >= 4 may import"),
+    ("loss_scale/optimizer", "from slim_mp.datasets import x\n", "sideways edge"),
+    ("__init__", "from slim_mp.distribute import clones\n", "the package root may import only"),
+    ("__init__", "from slim_mp.training import loop\n", "the package root may import only"),
+    ("measure/parity", "from slim_mp.export import saved_model\n", "sideways edge (rank 5: measure -> export)"),
+    ("training/loop", "import scripts.train_image_classifier\n", "must not import scripts or tests"),
+    ("unknown_pkg/__init__", "", "'unknown_pkg' has no rank"),
+    ("helpers", "", "'helpers' has no rank"),
+])
+def test_a_bad_import_is_reported(path, source, expected):
+    files = dict(BASE_FILES)
+    files[path] = files.get(path, "") + source
+    problems = layering_violations(synthetic(files))
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_relative_imports_resolve_against_the_package():
+    modules = synthetic(BASE_FILES)
+    edges = {edge.target for edge in import_edges(modules["slim_mp.graph_pass.rewrite"], set(modules))}
+    assert edges == {"slim_mp.graph_pass.paint", "slim_mp.precision"}
+    package_edges = import_edges(Module("slim_mp.graph_pass", True, "from .paint import f\n"), set(modules))
+    assert [edge.target for edge in package_edges] == ["slim_mp.graph_pass.paint"]
+
+
+def test_a_module_named_like_the_stdlib_is_reported():
+    modules = synthetic({**BASE_FILES, "training/logging": "", "queue/__init__": ""})
+    assert stdlib_named_modules(modules) == ["slim_mp.queue", "slim_mp.training.logging"]
+
+
+def test_a_public_name_defined_twice_is_reported():
+    modules = synthetic({
+        "graph_pass/paint": "class Report:\n    pass\ndef _private():\n    pass\nhelper = 1\n",
+        "loss_scale/optimizer": "def _private():\n    pass\n\n\ndef Report():\n    pass\ndef helper():\n    pass\n",
+    })
+    assert duplicate_public_names(modules) == {
+        "Report": ["slim_mp.graph_pass.paint:1", "slim_mp.loss_scale.optimizer:5"],
+    }
