@@ -12,15 +12,14 @@ from typing import Callable, Dict
 
 import tensorflow as tf
 
-from slim_mp.datasets import get_dataset
 from slim_mp.numerics.layer_diff import LayerDiff, layer_diff, layer_diff_markdown
 from slim_mp.numerics.value_audit import AuditResult, audit, audit_markdown
 from slim_mp.precision import resolve_precision
 from slim_mp.training.checkpoint_restore import fine_tune_init_fn
-from slim_mp.training.model_setup import network_and_preprocessing, prepare_output_dir
+from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.scopes import parse_scopes
 from slim_mp.training.train_config import TrainConfig
-from slim_mp.training.train_graph import add_classification_losses, training_input_iterator
+from slim_mp.training.train_graph import add_classification_losses, dataset_and_network, training_input_iterator
 
 tf1 = tf.compat.v1
 
@@ -59,12 +58,7 @@ def build_network_graph(config: TrainConfig, is_training: bool) -> NetworkGraph:
     with graph.as_default():
         if config.seed is not None:
             tf1.set_random_seed(config.seed)
-        dataset = get_dataset(config.dataset_name, config.dataset_split_name, config.dataset_dir or None)
-        num_classes = dataset.num_classes - config.labels_offset
-        network_fn, preprocess = network_and_preprocessing(
-            config.model_name, config.preprocessing_name, num_classes, config.weight_decay,
-            is_training=is_training, use_grayscale=config.use_grayscale,
-        )
+        dataset, num_classes, network_fn, preprocess = dataset_and_network(config, is_training)
         iterator, input_feed = training_input_iterator(config, dataset, preprocess, network_fn, "/device:CPU:0")
         images, labels = iterator.get_next()
         logits, end_points = network_fn(images)

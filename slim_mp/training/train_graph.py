@@ -8,7 +8,7 @@ workers' gradients into one update.
 import contextlib
 import dataclasses
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 import tf_slim as slim
@@ -200,6 +200,21 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, is_chief: bool) ->
     )
 
 
+def dataset_and_network(config: TrainConfig, is_training: bool) -> Tuple[DatasetSpec, int, Callable, Callable]:
+    """The dataset of ``config``, its class count after ``--labels_offset``, the network and its preprocessing.
+
+    Built in the default graph; shared by the training graph and the tools that rebuild its network
+    (the numerics audit and layer diff).
+    """
+    dataset = get_dataset(config.dataset_name, config.dataset_split_name, config.dataset_dir or None)
+    num_classes = dataset.num_classes - config.labels_offset
+    network_fn, preprocess = network_and_preprocessing(
+        config.model_name, config.preprocessing_name, num_classes, config.weight_decay,
+        is_training=is_training, use_grayscale=config.use_grayscale,
+    )
+    return dataset, num_classes, network_fn, preprocess
+
+
 def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
     """Build the whole training graph of ``config`` for this process of ``layout`` (nothing runs yet)."""
     graph = tf.Graph()
@@ -207,12 +222,7 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
     with graph.as_default(), (tf1.device(device_setter) if device_setter else contextlib.nullcontext()):
         if config.seed is not None:
             tf1.set_random_seed(config.seed)
-        dataset = get_dataset(config.dataset_name, config.dataset_split_name, config.dataset_dir or None)
-        num_classes = dataset.num_classes - config.labels_offset
-        network_fn, preprocess = network_and_preprocessing(
-            config.model_name, config.preprocessing_name, num_classes, config.weight_decay,
-            is_training=True, use_grayscale=config.use_grayscale,
-        )
+        dataset, num_classes, network_fn, preprocess = dataset_and_network(config, is_training=True)
         global_step = tf1.train.get_or_create_global_step()
         inputs_device = f"{layout.worker_device}/device:CPU:0"
         iterator, input_feed = training_input_iterator(config, dataset, preprocess, network_fn, inputs_device)
