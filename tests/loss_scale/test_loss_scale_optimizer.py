@@ -3,13 +3,16 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from quadratic import INITIAL_W, build_quadratic, save_contrib_checkpoint
 
-from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
+from slim_mp.loss_scale.managers import (
+    ExponentialUpdateLossScaleManager,
+    FixedLossScaleManager,
+)
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer, scale_loss
 
 tf1 = tf.compat.v1
 
-INITIAL_W = np.array([0.5, -1.5, 2.0], np.float32)
 INPUTS = np.array([[1.0, 2.0, 0.5], [0.3, -1.0, 2.0], [-0.7, 0.4, 1.1], [2.0, 0.1, -0.3], [0.2, 0.9, 0.6]], np.float32)
 NOT_FINITE = np.array([np.inf, 1.0, np.nan], np.float32)
 
@@ -18,13 +21,6 @@ OPTIMIZERS = {
     "momentum": lambda: tf1.train.MomentumOptimizer(0.05, 0.9),
     "adam": lambda: tf1.train.AdamOptimizer(0.01),
 }
-
-
-def build_quadratic():
-    """Create ``w`` and a placeholder ``x``; return (w, x, loss) with loss = sum((w*x - 1)^2)."""
-    w = tf1.get_variable("w", initializer=INITIAL_W)
-    x = tf1.placeholder(tf.float32, [3], name="x")
-    return w, x, tf.reduce_sum(tf.square(w * x - 1.0))
 
 
 def train(optimizer_name, rows, make_manager=None):
@@ -221,21 +217,9 @@ def test_slots_variables_and_skip_counters():
     assert values == {"LossScaleOptimizer/loss_scale": 2.0, "LossScaleOptimizer/skipped_steps": 2.0}
 
 
-def save_contrib_checkpoint(path):
-    """Write what a TF 1.15 contrib run leaves: ref variables w, loss_scale, good_steps and bad_steps."""
-    with tf.Graph().as_default():
-        tf1.get_variable("w", initializer=INITIAL_W * 2, use_resource=False)
-        tf1.Variable(512.0, name="loss_scale", trainable=False, use_resource=False)
-        tf1.Variable(1, name="good_steps", trainable=False, use_resource=False)
-        tf1.Variable(1, name="bad_steps", trainable=False, use_resource=False)
-        with tf1.Session() as sess:
-            sess.run(tf1.global_variables_initializer())
-            tf1.train.Saver().save(sess, path)
-
-
 def test_contrib_checkpoint_restores_with_a_default_saver(tmp_path):
     path = str(tmp_path / "contrib.ckpt")
-    save_contrib_checkpoint(path)
+    save_contrib_checkpoint(path, INITIAL_W * 2, bad_steps=1)
     with tf.Graph().as_default():
         w, x, loss = build_quadratic()
         manager = ExponentialUpdateLossScaleManager(8, incr_every_n_steps=2, decr_ratio=0.5)

@@ -8,14 +8,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_slim as slim
+from quadratic import INITIAL_W, build_quadratic, save_contrib_checkpoint
 
 import slim_mp
-from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
+from slim_mp.loss_scale.managers import (
+    ExponentialUpdateLossScaleManager,
+    FixedLossScaleManager,
+)
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 
 tf1 = tf.compat.v1
 
-INITIAL_W = np.array([0.5, -1.5, 2.0], np.float32)
 FINITE_ROWS = np.array([[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]], np.float32)
 NOT_FINITE = np.array([np.inf, 1.0, np.nan], np.float32)
 LEARNING_RATE = 0.1
@@ -28,12 +31,6 @@ def numpy_sgd(rows):
     for x in rows:
         w = w - np.float32(LEARNING_RATE) * 2.0 * (w * x - 1.0) * x
     return w
-
-
-def build_quadratic():
-    w = tf1.get_variable("w", initializer=INITIAL_W)
-    x = tf1.placeholder(tf.float32, [3], name="x")
-    return w, x, tf.reduce_sum(tf.square(w * x - 1.0))
 
 
 MANAGERS = {
@@ -90,21 +87,9 @@ def test_enable_mixed_precision_float16_with_global_initializer_alone():
     np.testing.assert_allclose(trained, numpy_sgd_linear(FINITE_ROWS), atol=1e-2)
 
 
-def save_contrib_checkpoint(path):
-    """What a TF 1.15 contrib run leaves: ref variables w, loss_scale, good_steps and bad_steps."""
-    with tf.Graph().as_default():
-        tf1.get_variable("w", initializer=INITIAL_W, use_resource=False)
-        tf1.Variable(512.0, name="loss_scale", trainable=False, use_resource=False)
-        tf1.Variable(1, name="good_steps", trainable=False, use_resource=False)
-        tf1.Variable(0, name="bad_steps", trainable=False, use_resource=False)
-        with tf1.Session() as sess:
-            sess.run(tf1.global_variables_initializer())
-            tf1.train.Saver().save(sess, path)
-
-
 def test_contrib_checkpoint_restores_and_trains_without_any_initializer(tmp_path):
     contrib = str(tmp_path / "contrib.ckpt")
-    save_contrib_checkpoint(contrib)
+    save_contrib_checkpoint(contrib, INITIAL_W, bad_steps=0)
     with tf.Graph().as_default():
         w, x, loss = build_quadratic()
         manager = ExponentialUpdateLossScaleManager(8, incr_every_n_steps=2)

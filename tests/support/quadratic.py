@@ -1,0 +1,27 @@
+"""The small quadratic model of the loss-scaling tests, and the checkpoint a TF 1.15 contrib run of it leaves."""
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+INITIAL_W = np.array([0.5, -1.5, 2.0], np.float32)
+
+
+def build_quadratic():
+    """Create ``w`` and a placeholder ``x``; return (w, x, loss) with loss = sum((w*x - 1)^2)."""
+    w = tf1.get_variable("w", initializer=INITIAL_W)
+    x = tf1.placeholder(tf.float32, [3], name="x")
+    return w, x, tf.reduce_sum(tf.square(w * x - 1.0))
+
+
+def save_contrib_checkpoint(path: str, w: np.ndarray, bad_steps: int) -> None:
+    """Write what a TF 1.15 contrib run leaves: ref variables w, loss_scale (512), good_steps (1) and bad_steps."""
+    with tf.Graph().as_default():
+        tf1.get_variable("w", initializer=w, use_resource=False)
+        tf1.Variable(512.0, name="loss_scale", trainable=False, use_resource=False)
+        tf1.Variable(1, name="good_steps", trainable=False, use_resource=False)
+        tf1.Variable(bad_steps, name="bad_steps", trainable=False, use_resource=False)
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            tf1.train.Saver().save(sess, path)
