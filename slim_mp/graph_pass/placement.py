@@ -33,7 +33,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 import time
 import warnings
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
@@ -43,6 +42,7 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from slim_mp.devices import detect_device
+from slim_mp.json_files import write_json_atomically
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_ports import op_ports
 from slim_mp.graph_pass.paint import LOW, PaintConfig, low_ops, paint
@@ -324,21 +324,6 @@ def _read_json(path: str) -> Optional[dict]:
     except (OSError, ValueError):
         warnings.warn(f"placement: ignoring unreadable file {path}", stacklevel=3)
         return None
-
-
-def write_json_atomically(path: str, content: dict) -> None:
-    """Write ``content`` as JSON to ``path`` through a temporary file in the same folder and a rename."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".placement-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(content, stream, indent=1, sort_keys=True)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
 
 
 class TimingCache:

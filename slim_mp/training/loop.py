@@ -15,6 +15,7 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 from absl import logging
 
+from slim_mp.json_files import write_json_atomically
 from slim_mp.training.checkpoint_io import atomic_save, train_dir_lock
 from slim_mp.training.checkpoint_restore import (
     check_checkpoint_complete, check_checkpoint_fits, find_resume_checkpoint,
@@ -68,10 +69,7 @@ def _recorded_precision(train_dir: str) -> Optional[str]:
 
 def _record_precision(train_dir: str, precision: str) -> None:
     """Write ``train_dir/run_info.json`` naming this run's precision (replaced atomically)."""
-    path = os.path.join(train_dir, RUN_INFO_FILENAME)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump({"precision": precision}, handle)
-    os.replace(path + ".tmp", path)
+    write_json_atomically(os.path.join(train_dir, RUN_INFO_FILENAME), {"precision": precision})
 
 
 def _check_resume(built: TrainGraph, config: TrainConfig, checkpoint: str) -> None:
