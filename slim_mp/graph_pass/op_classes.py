@@ -151,6 +151,11 @@ FUNCTION_OP_TYPES = frozenset({
     "StatefulPartitionedCall",
 })
 
+# Stateful ops that only draw random numbers: a standalone copy of the computation keeps them (dropout).
+RANDOM_OP_TYPES = frozenset({
+    "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal", "RandomShuffle",
+})
+
 # Ops that create a variable (as opposed to reading or updating one): placed on the variables' device.
 VARIABLE_OP_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 

@@ -11,22 +11,30 @@ static painting would make low, with its real shapes and attributes, on this dev
   round-robin runs;
 * a Cast costs ``a + b * elements`` (fitted from two sizes, forward cast plus its gradient's cast).
 
-The decision is made on the estimated step, not op by op in isolation: for a placement (a set of
-allow ops demoted to float32) the painting rules run as usual, and the estimate is the allow ops'
-times (low or float32 as painted) plus the casts that painting implies (``planned_conversions``).
-Demoting one op in the middle of a low region costs two casts each way, so deciding per op alone
-would create cast ping-pong; the search therefore compares the static placement, the per-op one
-(every op slower in low demoted), everything in float32, and then flips whole connected low regions
-while that lowers the estimate. Low times count with a 20% margin (``LOW_PRECISION_MARGIN``): the
-estimate leaves out the batch norms, activations and pooling that go low with the allow ops and
-oneDNN's layout reorders, which make small low-precision steps slower than their convolutions say.
-The winner's demoted ops become fixed-float32 reasons fed into ``paint`` ("slower in bfloat16 on
-this device: X ms vs Y ms"), so deny taint, clear/infer spreading and minimal casts still apply.
+The search starts from an estimate. For a placement (a set of allow ops demoted to float32) the
+painting rules run as usual, and the estimate is the allow ops' times (low or float32 as painted)
+plus the casts that painting implies (``planned_conversions``). Demoting one op in the middle of a
+low region costs two casts each way, so deciding per op alone would create cast ping-pong; the
+candidates are therefore the static placement, the per-op one (every op slower in low demoted),
+everything in float32, and the best found by flipping whole connected low regions, each with low
+times counted as measured and with a 20% margin (``LOW_PRECISION_MARGIN``).
+
+The estimate leaves out what goes low around the allow ops (batch norms, activations, pooling),
+oneDNN's layout reorders and fusions, and how the ops overlap; on small networks that decides (the
+estimate once kept cifarnet's fully connected layers float32 although each was faster low). So the
+candidates within ``VERIFY_WINDOW`` of the best estimate, each with its twin that keeps the tail
+after the last allow op low (``refine`` demotes it to save casts, which splits conv + bias + relu
+fusions), are timed as whole training steps on standalone copies of the region
+(``candidate_steps``), and the fastest step wins. Candidates that all estimate within 1% of each
+other are not timed: they differ by less than the timing's noise. The winner's demoted ops become
+fixed-float32 reasons fed into ``paint`` ("slower in bfloat16 on this device: X ms vs Y ms"), so
+deny taint, clear/infer spreading and minimal casts still apply.
 
 Timings are cached on disk (``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp/placement``), keyed by the
-device description, the TensorFlow version, the precision and the op signature, so a second build
-measures nothing. A decisions file (``placement.json`` in a training run's folder) pins the demoted
-ops of a run, so a resumed run and every worker of a cluster build the same graph.
+device description, the TensorFlow version, the precision and the op signature (whole steps: the
+region copy's digest and the candidate's low ops), so a second build measures nothing. A decisions
+file (``placement.json`` in a training run's folder) pins the demoted ops (and the tail) of a run,
+so a resumed run and every worker of a cluster build the same graph.
 """
 
 import dataclasses
@@ -35,7 +43,7 @@ import json
 import os
 import time
 import warnings
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -43,11 +51,13 @@ from tensorflow.python.framework import op_def_registry
 
 from slim_mp.devices import detect_device
 from slim_mp.json_files import write_json_atomically
+from slim_mp.graph_pass.candidate_steps import StepCandidate, copy_region, time_candidate_steps
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_ports import op_ports
-from slim_mp.graph_pass.paint import LOW, PaintConfig, low_ops, paint
-from slim_mp.graph_pass.refine import demote_tail
+from slim_mp.graph_pass.paint import LOW, PaintConfig, paint
+from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region
+from slim_mp.graph_pass.stopwatch import fastest_ms, first_values, random_variable
 
 PLACEMENTS = ("measured", "static")
 PLACEMENT_ENV = "SLIM_MP_PLACEMENT"
@@ -60,6 +70,17 @@ _POLL_SECONDS = 0.5
 # Low precision must win by this fraction: the estimate leaves out what goes low around the allow ops
 # (batch norm, pooling, activations) and oneDNN's layout reorders, which cost time at small sizes.
 LOW_PRECISION_MARGIN = 0.20
+# Candidates whose estimate is within this fraction of the best are timed as whole steps (at most
+# MAX_TIMED_CANDIDATES of them): the estimate misses by up to ~20% on small networks.
+VERIFY_WINDOW = 0.35
+MAX_TIMED_CANDIDATES = 6
+# Candidates whose estimates all lie within this fraction of each other are not timed: they differ in a
+# few tiny ops (ResNet-50 at 224 px: 0.05%), less than the timing's noise.
+MIN_TIMED_SPREAD = 0.01
+# Timed runs of each candidate's step: options.runs, fewer for big steps so that the timing takes about
+# STEP_TIMING_MS in all (a cold ResNet-50 at 224 px: 3 runs), never fewer than MIN_STEP_RUNS.
+STEP_TIMING_MS = 3000.0
+MIN_STEP_RUNS = 3
 
 
 def default_placement() -> str:
@@ -100,6 +121,8 @@ class OpTiming:
 
 # measure(signatures, precision) -> timing per signature; signatures it cannot time are left out.
 Measure = Callable[[Sequence[OpSignature], tf.DType], Dict[OpSignature, OpTiming]]
+# measure_steps(candidates) -> milliseconds of one whole step per candidate, None for one that does not run.
+MeasureSteps = Callable[[Sequence[StepCandidate]], List[Optional[float]]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +134,8 @@ class PlacementOptions:
     ``write_decisions``) write it. A reader that may not write (a non-chief worker) waits up to
     ``wait_seconds`` for the writer. ``measure`` replaces the micro-benchmarks (tests pass fake timings).
     ``training``: time the backprop ops too (the pass is run before gradients are taken).
+    ``time_steps``: time close candidates as whole steps (``candidate_steps``); False decides on the
+    per-op estimate alone. ``measure_steps`` replaces that timing (tests).
     """
 
     cache_dir: Optional[str] = None
@@ -118,6 +143,8 @@ class PlacementOptions:
     write_decisions: bool = True
     wait_seconds: float = 0.0
     measure: Optional[Measure] = None
+    time_steps: bool = True
+    measure_steps: Optional[MeasureSteps] = None
     training: bool = True
     warmup: int = 2
     runs: int = 7
@@ -129,11 +156,13 @@ class PlacementPlan:
 
     float32_ops: Dict[str, str]
     low_ops: List[str]
+    tail_low: bool = False
     estimated_ms: Optional[float] = None
     static_estimated_ms: Optional[float] = None
     float32_estimated_ms: Optional[float] = None
     measured_signatures: int = 0
     cached_signatures: int = 0
+    candidates: List[dict] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     source: str = "measured"
 
@@ -183,12 +212,6 @@ def cast_signature(elements: int) -> OpSignature:
 # --- micro-benchmarks -------------------------------------------------------------------------------
 
 
-def _random_variable(shape: Sequence[int], dtype: tf.DType) -> tf.Tensor:
-    """The read of a variable of ``shape`` initialised in the graph (no large constants to copy around)."""
-    initial = tf.cast(tf.random.normal(list(shape), stddev=0.1, seed=0), dtype)
-    return tf.Variable(initial, trainable=False).read_value()
-
-
 def _op_inputs(signature: OpSignature, dtype: tf.DType) -> Tuple[list, list]:
     """Flat inputs of the op (variables' reads for data, constants otherwise) and the data tensors."""
     by_index: Dict[int, tf.Tensor] = {index: tf.constant(value, tf.int32) for index, value in signature.constant_inputs}
@@ -197,7 +220,7 @@ def _op_inputs(signature: OpSignature, dtype: tf.DType) -> Tuple[list, list]:
     total = len(signature.input_shapes) + len(signature.constant_inputs)
     for index in range(total):
         if index not in by_index:
-            by_index[index] = _random_variable(next(shapes), dtype)
+            by_index[index] = random_variable(next(shapes), dtype)
             data.append(by_index[index])
     return [by_index[i] for i in range(total)], data
 
@@ -219,56 +242,20 @@ def _build_op(signature: OpSignature, flat_inputs: list) -> tf.Tensor:
     return result[0] if isinstance(result, (list, tuple)) else result
 
 
-def _first_values(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
-    """One element of each tensor, as float32: a fetch that needs every tensor computed in full.
-
-    (Grappler prunes stateless ops that are only control dependencies of the fetched op.)
-    """
-    return tf.stack([tf.cast(tf.reshape(t, [-1])[0], tf.float32) for t in tensors])
-
-
 def _train_target(signature: OpSignature, dtype: tf.DType, training: bool) -> tf.Tensor:
     """One forward (and backward, when ``training``) of the op in ``dtype``; a small tensor to fetch."""
     if signature.op_type == _CAST:
         (elements,) = signature.input_shapes[0]
         source = tf.Variable(tf.zeros([elements], tf.float32), trainable=False).read_value()
         low = tf.Variable(tf.zeros([elements], dtype), trainable=False).read_value()
-        return _first_values([tf.cast(source, dtype), tf.cast(low, tf.float32)])
+        return first_values([tf.cast(source, dtype), tf.cast(low, tf.float32)])
     flat_inputs, data = _op_inputs(signature, dtype)
     output = _build_op(signature, flat_inputs)
     if not training:
-        return _first_values([output])
-    upstream = _random_variable(output.shape.as_list(), dtype)
+        return first_values([output])
+    upstream = random_variable(output.shape.as_list(), dtype)
     gradients = [g for g in tf.gradients(output, data, grad_ys=upstream) if g is not None]
-    return _first_values([output, *gradients])
-
-
-def _fastest_ms(session: tf.compat.v1.Session, targets: Sequence[tf.Tensor], warmup: int,
-                runs: int) -> List[Optional[float]]:
-    """Fastest milliseconds of each target (None if it fails to run), after ``warmup`` untimed runs each.
-
-    The targets are timed round-robin, one run of each per round, so the runs of one target are
-    spread over the whole measurement and a burst of load on a shared machine cannot spoil all of
-    them. The minimum, not the median: noise only ever adds time, and the decision compares costs.
-    """
-    callables: List[Optional[Callable[[], object]]] = []
-    for target in targets:
-        run = session.make_callable(target)
-        try:
-            for _ in range(warmup):
-                run()
-        except tf.errors.OpError:
-            run = None
-        callables.append(run)
-    times: List[List[float]] = [[] for _ in callables]
-    for _ in range(runs):
-        for index, run in enumerate(callables):
-            if run is None:
-                continue
-            started = time.perf_counter()
-            run()
-            times[index].append((time.perf_counter() - started) * 1000.0)
-    return [min(values) if values else None for values in times]
+    return first_values([output, *gradients])
 
 
 def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, training: bool = True,
@@ -291,8 +278,8 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, trai
     timings: Dict[OpSignature, OpTiming] = {}
     with tf.compat.v1.Session(graph=graph) as session:
         session.run(init)
-        flat = [target for pair in targets.values() for target in pair]
-        fastest = iter(_fastest_ms(session, flat, warmup, runs))
+        flat = [session.make_callable(target) for pair in targets.values() for target in pair]
+        fastest = iter(fastest_ms(flat, warmup, runs))
         for signature in targets:
             float32_ms, low_ms = next(fastest), next(fastest)
             if float32_ms is None or low_ms is None:
@@ -327,7 +314,7 @@ def _read_json(path: str) -> Optional[dict]:
 
 
 class TimingCache:
-    """Timings of one (device, TensorFlow version, precision) on disk; lookups by signature key."""
+    """Timings of one (device, TensorFlow version, precision) on disk: lists of milliseconds by text key."""
 
     def __init__(self, folder: str, device: str, precision: tf.DType):
         self.path = _cache_path(folder, device, precision)
@@ -335,17 +322,16 @@ class TimingCache:
         stored = _read_json(self.path) or {}
         self._timings: Dict[str, List[float]] = stored.get("timings", {}) if stored.get("device") == device else {}
 
-    def get(self, signature: OpSignature) -> Optional[OpTiming]:
-        value = self._timings.get(signature.key())
-        return OpTiming(*value) if value else None
+    def get(self, key: str) -> Optional[List[float]]:
+        return self._timings.get(key)
 
-    def add(self, timings: Mapping[OpSignature, OpTiming]) -> None:
+    def add(self, timings: Mapping[str, List[float]]) -> None:
         """Store new timings, merged with what other processes wrote meanwhile; one atomic write."""
         if not timings:
             return
         latest = (_read_json(self.path) or {}).get("timings", {})
         latest.update(self._timings)
-        latest.update({s.key(): [t.float32_ms, t.low_ms] for s, t in timings.items()})
+        latest.update(timings)
         self._timings = latest
         try:
             write_json_atomically(self.path, dict(self._header, timings=latest))
@@ -354,23 +340,22 @@ class TimingCache:
                           "the next build measures again.", stacklevel=3)
 
 
-def timings_for(signatures: Sequence[OpSignature], precision: tf.DType, options: PlacementOptions,
-                device: str) -> Tuple[Dict[OpSignature, OpTiming], int, int]:
+def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: PlacementOptions,
+                precision: tf.DType) -> Tuple[Dict[OpSignature, OpTiming], int, int]:
     """Timings of ``signatures`` from the cache, measuring (and caching) the missing ones.
 
     Returns:
       (timings, signatures measured now, signatures found in the cache).
     """
-    cache = TimingCache(cache_dir(options.cache_dir), device, precision)
     unique = list(dict.fromkeys(signatures))
-    found = {s: cache.get(s) for s in unique}
-    missing = [s for s, timing in found.items() if timing is None]
-    timings = {s: t for s, t in found.items() if t is not None}
+    found = {s: cache.get(s.key()) for s in unique}
+    missing = [s for s, timing in found.items() if not timing]
+    timings = {s: OpTiming(*t) for s, t in found.items() if t}
     if missing:
         measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.training,
                                                                       options.warmup, options.runs))
         measured = measure(missing, precision)
-        cache.add(measured)
+        cache.add({s.key(): [t.float32_ms, t.low_ms] for s, t in measured.items()})
         timings.update(measured)
     return timings, len(missing), len(unique) - len(missing)
 
@@ -399,26 +384,29 @@ def fit_cast_model(timings: Mapping[OpSignature, OpTiming]) -> CastModel:
 
 
 class _Estimator:
-    """Estimated milliseconds of a train step's measured part for a set of demoted allow ops."""
+    """Estimated milliseconds of a train step's measured part for a set of demoted allow ops.
+
+    Low times count ``margin`` more: what goes low around the allow ops is not timed.
+    """
 
     def __init__(self, region: Region, config: PaintConfig, timings: Dict[tf.Operation, OpTiming],
-                 casts: CastModel):
-        self.region, self.config, self.timings, self.casts = region, config, timings, casts
-        self._memo: Dict[frozenset, Tuple[float, Set[tf.Operation]]] = {}
+                 casts: CastModel, margin: float = LOW_PRECISION_MARGIN):
+        self.region, self.config, self.timings, self.casts, self.margin = region, config, timings, casts, margin
+        self._memo: Dict[Tuple[frozenset, bool], Tuple[float, Set[tf.Operation]]] = {}
 
-    def __call__(self, demoted: Set[tf.Operation]) -> float:
-        return self.painted(demoted)[0]
+    def __call__(self, demoted: Set[tf.Operation], tail_low: bool = False) -> float:
+        return self.painted(demoted, tail_low)[0]
 
-    def painted(self, demoted: Set[tf.Operation]) -> Tuple[float, Set[tf.Operation]]:
-        """(estimated ms, low ops) of painting with ``demoted`` fixed to float32."""
-        key = frozenset(demoted)
+    def painted(self, demoted: Set[tf.Operation], tail_low: bool = False) -> Tuple[float, Set[tf.Operation]]:
+        """(estimated ms, low ops) of painting with ``demoted`` fixed to float32 (and the tail low)."""
+        key = (frozenset(demoted), tail_low)
         if key not in self._memo:
             fixed = dict(self.config.fixed_float32)
             fixed.update({op.name: "placement candidate" for op in demoted})
-            decisions = paint(self.region, dataclasses.replace(self.config, fixed_float32=fixed))
-            low = demote_tail(low_ops(decisions, self.region), decisions, self.config.precision)
+            decisions, low = painted_low_ops(self.region, dataclasses.replace(
+                self.config, fixed_float32=fixed, demote_tail=not tail_low))
             low_set = set(low)
-            total = sum(t.low_ms * (1 + LOW_PRECISION_MARGIN) if op in low_set else t.float32_ms
+            total = sum(t.low_ms * (1 + self.margin) if op in low_set else t.float32_ms
                         for op, t in self.timings.items())
             ports = {op: d.ports for op, d in decisions.items()}
             precision_size = self.config.precision.size
@@ -449,15 +437,15 @@ def _low_regions(low: Set[tf.Operation], allow: Set[tf.Operation]) -> List[Set[t
     return [regions[key] for key in sorted(regions, key=lambda r: min(o.name for o in regions[r]))]
 
 
-def _slower(timing: OpTiming) -> bool:
-    return timing.low_ms * (1 + LOW_PRECISION_MARGIN) >= timing.float32_ms
+def _slower(timing: OpTiming, margin: float = LOW_PRECISION_MARGIN) -> bool:
+    return timing.low_ms * (1 + margin) >= timing.float32_ms
 
 
 def choose_demoted(estimate: Callable[[Set[tf.Operation]], float], timings: Mapping[tf.Operation, OpTiming],
-                   regions: Sequence[Set[tf.Operation]]) -> Set[tf.Operation]:
+                   regions: Sequence[Set[tf.Operation]], margin: float = LOW_PRECISION_MARGIN) -> Set[tf.Operation]:
     """The set of allow ops to keep float32 with the lowest estimated step (see the module docstring)."""
     measured = set(timings)
-    per_op = {op for op, t in timings.items() if _slower(t)}
+    per_op = {op for op, t in timings.items() if _slower(t, margin)}
     best = min((set(), per_op, measured), key=lambda candidate: (estimate(candidate), len(candidate)))
     improved = True
     while improved:
@@ -469,45 +457,162 @@ def choose_demoted(estimate: Callable[[Set[tf.Operation]], float], timings: Mapp
     return best
 
 
-def _reasons(demoted: Set[tf.Operation], timings: Mapping[tf.Operation, OpTiming], estimate,
-             regions: Sequence[Set[tf.Operation]], precision: tf.DType) -> Dict[str, str]:
-    """Per demoted op: "slower in <type> on this device: X ms vs Y ms" (its own times, or its region's)."""
+@dataclasses.dataclass(frozen=True)
+class PlacementCandidate:
+    """A placement the search compares: the allow ops kept float32, and whether the tail stays low."""
+
+    demoted: FrozenSet[tf.Operation]
+    tail_low: bool = False
+
+
+def shortlist(estimates: Mapping[PlacementCandidate, float]) -> List[PlacementCandidate]:
+    """The candidates worth timing as whole steps, best estimate first.
+
+    Those within ``VERIFY_WINDOW`` of the best estimate, at most half of ``MAX_TIMED_CANDIDATES``
+    (each may bring its tail-low twin): farther ones lose by more than the estimate can be wrong.
+    """
+    best = min(estimates.values())
+    ranked = sorted(estimates, key=lambda c: (estimates[c], len(c.demoted), c.tail_low))
+    return [c for c in ranked if estimates[c] <= best * (1 + VERIFY_WINDOW)][:MAX_TIMED_CANDIDATES // 2]
+
+
+def _candidates(estimators: Sequence[_Estimator], timings: Mapping[tf.Operation, OpTiming],
+                regions: Sequence[Set[tf.Operation]]) -> Dict[PlacementCandidate, List[str]]:
+    """Placements worth comparing, each with how it was found.
+
+    Besides the demoted sets, the best estimate's twin with the tail kept low: ``refine`` demotes
+    the tail to save casts, which also splits oneDNN's conv + bias + relu fusion; only timing tells.
+    """
+    found: Dict[PlacementCandidate, List[str]] = {}
+    found.setdefault(PlacementCandidate(frozenset()), []).append("static")
+    found.setdefault(PlacementCandidate(frozenset(timings)), []).append("all float32")
+    for estimator in estimators:
+        margin = f"+{estimator.margin:.0%}"
+        per_op = frozenset(op for op, t in timings.items() if _slower(t, estimator.margin))
+        found.setdefault(PlacementCandidate(per_op), []).append(f"per op ({margin})")
+        best = frozenset(choose_demoted(estimator, timings, regions, estimator.margin))
+        found.setdefault(PlacementCandidate(best), []).append(f"estimated best ({margin})")
+    return found
+
+
+def _with_tail_twins(timed: List[PlacementCandidate], estimate: _Estimator) -> List[PlacementCandidate]:
+    """``timed``, each followed by its twin with the tail kept low where that paints differently."""
+    result = []
+    for candidate in timed:
+        result.append(candidate)
+        if estimate.painted(candidate.demoted, True)[1] != estimate.painted(candidate.demoted)[1]:
+            result.append(PlacementCandidate(candidate.demoted, tail_low=True))
+    return result[:MAX_TIMED_CANDIDATES]
+
+
+def _worth_timing(timed: Sequence[PlacementCandidate], estimate: _Estimator) -> bool:
+    """Whether the candidates' estimates differ by more than ``MIN_TIMED_SPREAD`` (less is below timing noise)."""
+    estimates = [estimate(c.demoted, c.tail_low) for c in timed]
+    return len(timed) > 1 and max(estimates) > min(estimates) * (1 + MIN_TIMED_SPREAD)
+
+
+def _step_times(region: Region, config: PaintConfig, objectives: Sequence[tf.Tensor],
+                timed: Sequence[PlacementCandidate], estimate: _Estimator, cache: TimingCache,
+                options: PlacementOptions) -> Dict[PlacementCandidate, float]:
+    """Milliseconds of one whole step per candidate, from the cache or timed side by side now.
+
+    If one is missing from the cache, all are timed again, so that they are compared under the same
+    load. Empty (with a warning) when the region cannot be copied or no step runs.
+    """
+    try:
+        copy = copy_region(region, objectives)
+    except ValueError as error:
+        warnings.warn(f"placement: cannot time whole steps ({error}); deciding on the per-op estimate.",
+                      stacklevel=4)
+        return {}
+    keys = []
+    for candidate in timed:
+        low_names = sorted(op.name for op in estimate.painted(candidate.demoted, candidate.tail_low)[1])
+        keys.append(f"step|{copy.digest()}|" + hashlib.sha1("|".join(low_names).encode()).hexdigest()[:20])
+    stored = [cache.get(key) for key in keys]
+    if not all(stored):
+        steps = [StepCandidate(frozenset(op.name for op in c.demoted), c.tail_low) for c in timed]
+        step_ms = max(estimate(c.demoted, c.tail_low) for c in timed)
+        runs = int(min(options.runs, max(MIN_STEP_RUNS, STEP_TIMING_MS / (step_ms * len(timed) or 1.0))))
+        measure = options.measure_steps or (lambda candidates: time_candidate_steps(
+            copy, config, candidates, options.training, warmup=1, runs=runs))
+        try:
+            times = measure(steps)
+        except (tf.errors.OpError, ValueError, TypeError, LookupError) as error:
+            warnings.warn(f"placement: timing whole steps failed ({type(error).__name__}: {error}); deciding on "
+                          "the per-op estimate.", stacklevel=4)
+            return {}
+        stored = [[ms] if ms is not None else None for ms in times]
+        if not any(stored):
+            warnings.warn("placement: no candidate's whole step ran; deciding on the per-op estimate.", stacklevel=4)
+        cache.add({key: value for key, value in zip(keys, stored) if value})
+    return {candidate: value[0] for candidate, value in zip(timed, stored) if value}
+
+
+def _reasons(chosen: PlacementCandidate, timings: Mapping[tf.Operation, OpTiming], estimate: _Estimator,
+             regions: Sequence[Set[tf.Operation]], precision: tf.DType,
+             step_ms: Mapping[PlacementCandidate, float]) -> Dict[str, str]:
+    """Per demoted op: "slower in <type> on this device: X ms vs Y ms" (whole steps, its own times or its region's)."""
     reasons = {}
+    demoted = set(chosen.demoted)
+    chosen_ms = step_ms.get(chosen)
     for op in demoted:
         timing = timings[op]
-        if _slower(timing):
+        alone = f"this op alone {timing.low_ms:.3f} vs {timing.float32_ms:.3f} ms"
+        with_low = [ms for candidate, ms in step_ms.items() if op not in candidate.demoted]
+        if chosen_ms is not None and with_low:
+            reasons[op.name] = (f"slower in {precision.name} on this device: {min(with_low):.3f} ms vs "
+                                f"{chosen_ms:.3f} ms in float32 (whole training steps timed side by side; {alone})")
+        elif _slower(timing):
             charged = timing.low_ms * (1 + LOW_PRECISION_MARGIN)
             reasons[op.name] = (f"slower in {precision.name} on this device: {charged:.3f} ms vs "
                                 f"{timing.float32_ms:.3f} ms in float32 (forward + backward; measured "
                                 f"{timing.low_ms:.3f} ms + {LOW_PRECISION_MARGIN:.0%} for untimed costs)")
-            continue
-        region = next((r for r in regions if op in r), {op})
-        with_low, without = estimate(demoted - region), estimate(demoted)
-        reasons[op.name] = (f"slower in {precision.name} on this device: {with_low:.3f} ms vs {without:.3f} ms "
-                            f"in float32 for its low region of {len(region)} allow ops, casts included "
-                            f"(this op alone {timing.low_ms:.3f} vs {timing.float32_ms:.3f} ms)")
+        else:
+            region = next((r for r in regions if op in r), {op})
+            reasons[op.name] = (f"slower in {precision.name} on this device: {estimate(demoted - region):.3f} ms vs "
+                                f"{estimate(demoted):.3f} ms in float32 for its low region of {len(region)} allow "
+                                f"ops, casts included ({alone})")
     return reasons
 
 
-def _measured_plan(region: Region, config: PaintConfig, options: PlacementOptions) -> PlacementPlan:
+def _measured_plan(region: Region, config: PaintConfig, options: PlacementOptions,
+                   objectives: Sequence[tf.Tensor]) -> PlacementPlan:
     started = time.perf_counter()
     decisions = paint(region, config)
     allow = {op for op, d in decisions.items() if d.op_class == "allow" and d.colour == LOW}
     signatures = {op: op_signature(op) for op in allow}
     signatures = {op: s for op, s in signatures.items() if s is not None}
     wanted = list(signatures.values()) + [cast_signature(n) for n in _CAST_SIZES]
-    by_signature, measured, cached = timings_for(wanted, config.precision, options, detect_device().describe())
+    cache = TimingCache(cache_dir(options.cache_dir), detect_device().describe(), config.precision)
+    by_signature, measured, cached = timings_for(wanted, cache, options, config.precision)
     timings = {op: by_signature[s] for op, s in signatures.items() if s in by_signature}
-    estimate = _Estimator(region, config, timings, fit_cast_model(by_signature))
+    casts = fit_cast_model(by_signature)
+    estimate = _Estimator(region, config, timings, casts)
     regions = _low_regions(estimate.painted(set())[1], set(timings))
-    demoted = choose_demoted(estimate, timings, regions)
-    reasons = _reasons(demoted, timings, estimate, regions, config.precision)
+    found = _candidates([_Estimator(region, config, timings, casts, margin=0.0), estimate], timings, regions)
+    estimates = {candidate: estimate(candidate.demoted) for candidate in found}
+    timed = _with_tail_twins(shortlist(estimates), estimate)
+    for twin in (c for c in timed if c.tail_low):
+        found[twin] = found[PlacementCandidate(twin.demoted)] + ["tail kept low"]
+    step_ms = {}
+    if options.time_steps and _worth_timing(timed, estimate):
+        step_ms = _step_times(region, config, objectives, timed, estimate, cache, options)
+    chosen = min(step_ms, key=step_ms.get) if step_ms else timed[0]
+    reasons = _reasons(chosen, timings, estimate, regions, config.precision, step_ms)
     return PlacementPlan(
         float32_ops=dict(sorted(reasons.items())),
-        low_ops=sorted(op.name for op in set(timings) - demoted),
-        estimated_ms=estimate(demoted), static_estimated_ms=estimate(set()),
+        low_ops=sorted(op.name for op in set(timings) - chosen.demoted),
+        tail_low=chosen.tail_low,
+        estimated_ms=estimate(chosen.demoted, chosen.tail_low), static_estimated_ms=estimate(set()),
         float32_estimated_ms=estimate(set(timings)),
         measured_signatures=measured, cached_signatures=cached,
+        candidates=[{"found_as": ", ".join(labels), "float32_ops": len(candidate.demoted),
+                     "tail_low": candidate.tail_low,
+                     "estimated_ms": round(estimate(candidate.demoted, candidate.tail_low), 3),
+                     "step_ms": None if candidate not in step_ms else round(step_ms[candidate], 3),
+                     "chosen": candidate == chosen}
+                    for candidate, labels in sorted(found.items(), key=lambda item: estimate(item[0].demoted))],
         seconds=time.perf_counter() - started,
     )
 
@@ -520,6 +625,7 @@ def _read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
         raise ValueError(f"{path} holds placement decisions for {stored.get('precision')!r}, not {precision.name!r}; "
                          "pass a new --train_dir (or delete the file) to measure again.")
     plan = PlacementPlan(float32_ops=dict(stored.get("float32_ops", {})), low_ops=list(stored.get("low_ops", [])),
+                         tail_low=bool(stored.get("tail_low", False)),
                          estimated_ms=stored.get("estimated_ms"), static_estimated_ms=stored.get("static_estimated_ms"),
                          float32_estimated_ms=stored.get("float32_estimated_ms"))
     plan.source = f"reused from {path}"
@@ -535,14 +641,16 @@ def _wait_for_decisions(path: str, precision: tf.DType, wait_seconds: float) -> 
         time.sleep(_POLL_SECONDS)
 
 
-def measured_placement(region: Region, config: PaintConfig,
-                       options: Optional[PlacementOptions] = None) -> PlacementPlan:
+def measured_placement(region: Region, config: PaintConfig, options: Optional[PlacementOptions] = None,
+                       objectives: Sequence[tf.Tensor] = ()) -> PlacementPlan:
     """Decide which allow ops of ``region`` stay float32 on this device (see the module docstring).
 
     Args:
       region: the ops the pass rewrites.
       config: the painting configuration (precision, classes, keep-float32 scopes, device type).
       options: cache folder, decisions file, measuring function; defaults when None.
+      objectives: the float tensors training differentiates (the loss), for whole-step timing;
+        none: the steps are timed forward only.
 
     Returns:
       The plan; its ``float32_ops`` go into ``PaintConfig.fixed_float32``.
@@ -562,7 +670,7 @@ def measured_placement(region: Region, config: PaintConfig,
         if not options.write_decisions:
             warnings.warn(f"placement: {path} did not appear within {options.wait_seconds:.0f}s; measuring here, "
                           "so this worker's graph may differ from the chief's.", stacklevel=2)
-    plan = _measured_plan(region, config, options)
+    plan = _measured_plan(region, config, options, objectives)
     if path and options.write_decisions:
         content = dict(plan.as_json(), precision=config.precision.name, device=detect_device().describe(),
                        tensorflow=tf.__version__)

@@ -167,3 +167,15 @@ class Rebuilder:
                     item in self.replaced or getattr(item, "op", None) in self.replaced
                 ):
                     items[index] = self.remap(item)
+
+
+def rebuild_low_precision(graph: tf.Graph, low: List[tf.Operation], ports: Dict[tf.Operation, OpPorts],
+                          precision: tf.DType) -> Rebuilder:
+    """Rebuild ``low`` (producers first) in ``precision``, re-route their consumers and the graph's collections."""
+    rebuilder = Rebuilder(graph, precision)
+    for op in low:
+        rebuilder.rebuild(op, ports[op])
+    for op in low:
+        rebuilder.reroute(op)
+    rebuilder.remap_collections()
+    return rebuilder

@@ -14,7 +14,8 @@ from typing import Dict, List, Sequence, Set, Tuple
 import tensorflow as tf
 
 from slim_mp.graph_pass.op_ports import OpPorts
-from slim_mp.graph_pass.paint import FLOAT32, Decision
+from slim_mp.graph_pass.paint import FLOAT32, Decision, PaintConfig, low_ops, paint
+from slim_mp.graph_pass.region import Region
 from slim_mp.graph_pass.conversions import planned_conversions
 
 
@@ -59,3 +60,12 @@ def demote_tail(low_ops: List[tf.Operation], decisions: Dict[tf.Operation, Decis
         )
     return kept
 
+
+
+def painted_low_ops(region: Region, config: PaintConfig) -> Tuple[Dict[tf.Operation, Decision], List[tf.Operation]]:
+    """Paint ``region`` and refine its tail (unless ``config.demote_tail`` is off): (decisions, low ops in order)."""
+    decisions = paint(region, config)
+    low = low_ops(decisions, region)
+    if config.demote_tail:
+        low = demote_tail(low, decisions, config.precision)
+    return decisions, low

@@ -18,10 +18,10 @@ from slim_mp.devices import device_type as detected_device_type
 from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_classes import default_classes
-from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts, low_ops, paint
+from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts
 from slim_mp.graph_pass.placement import PlacementOptions, PlacementPlan, measured_placement, resolve_placement
-from slim_mp.graph_pass.rebuild import Rebuilder
-from slim_mp.graph_pass.refine import demote_tail
+from slim_mp.graph_pass.rebuild import rebuild_low_precision
+from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
 from slim_mp.graph_pass.report import RewriteReport, group_float32_ops
 from slim_mp.precision import PrecisionLike, resolve_precision
@@ -92,10 +92,12 @@ def plan_rewrite(
     paint_config = PaintConfig(dtype, classes, list(keep_fp32_scopes), device)
     measured = None
     if resolve_placement(placement) == "measured":
-        measured = measured_placement(region, paint_config, placement_options)
+        objectives = [t for t in tf.nest.flatten(fetches, expand_composites=True)
+                      if isinstance(t, tf.Tensor) and t.dtype.is_floating]
+        measured = measured_placement(region, paint_config, placement_options, objectives)
         paint_config.fixed_float32 = measured.float32_ops
-    decisions = paint(region, paint_config)
-    low = demote_tail(low_ops(decisions, region), decisions, dtype)
+        paint_config.demote_tail = not measured.tail_low
+    decisions, low = painted_low_ops(region, paint_config)
     return RewritePlan(dtype, device, region, decisions, low, measured)
 
 
@@ -180,12 +182,7 @@ def rewrite(
         conversions = planned_conversions(low, ports, dtype)
         remap = None
     else:
-        rebuilder = Rebuilder(region.graph, dtype)
-        for op in low:
-            rebuilder.rebuild(op, ports[op])
-        for op in low:
-            rebuilder.reroute(op)
-        rebuilder.remap_collections()
+        rebuilder = rebuild_low_precision(region.graph, low, ports, dtype)
         conversions = rebuilder.conversions
         notes.extend(rebuilder.warnings)
         remap = rebuilder.remap

@@ -41,6 +41,10 @@ def _refuse(signatures, precision):
     raise AssertionError(f"measured {signatures} although the timings should come from the cache or the file")
 
 
+def _refuse_steps(candidates):
+    raise AssertionError(f"timed {candidates} although no step should be timed")
+
+
 def _conv_chain(num_convs=1, channels=4):
     """A graph: fixed-shape input -> ``num_convs`` conv+relu layers -> mean loss; returns (graph, loss)."""
     graph = tf.Graph()
@@ -54,10 +58,36 @@ def _conv_chain(num_convs=1, channels=4):
 
 
 def _rewrite(loss, tmp_path, measure, **options):
+    """The measured rewrite with fake op timings; whole steps are not timed unless ``measure_steps`` is given."""
+    options.setdefault("time_steps", "measure_steps" in options)
     with loss.graph.as_default():
         return rewrite(loss, "bfloat16", device_type="CPU", placement="measured",
                        placement_options=PlacementOptions(cache_dir=str(tmp_path / "cache"), measure=measure,
                                                           **options))
+
+
+class FakeSteps:
+    """Whole-step timings from a function of the candidate, recording every batch it is asked for."""
+
+    def __init__(self, ms_of):
+        self.ms_of = ms_of
+        self.asked = []
+
+    def __call__(self, candidates):
+        self.asked.append(list(candidates))
+        return [self.ms_of(candidate) for candidate in candidates]
+
+
+def _conv_bias_chain():
+    """input -> conv -> bias add -> exp (deny) -> loss: the bias add is the tail after the last allow op."""
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf1.placeholder(tf.float32, [2, 8, 8, 4], name="images")
+        weights = tf1.get_variable("w", [3, 3, 4, 4])
+        net = tf.nn.conv2d(images, weights, strides=1, padding="SAME", name="conv")
+        net = tf.nn.bias_add(net, tf1.get_variable("b", [4]), name="bias")
+        loss = tf.reduce_mean(tf.exp(net))
+    return graph, loss
 
 
 def _op_dtype(graph, name):
@@ -127,6 +157,78 @@ def test_no_cast_ping_pong_for_one_slightly_slower_op_inside_a_low_region():
     # Without the casts' cost the per-op answer wins: conv1 alone goes float32.
     assert placement.choose_demoted(lambda d: estimate(d) - 2.0 * sum(
         (a in d) != (b in d) for a, b in zip(ops, ops[1:])), timings, [set(ops)]) == {ops[1]}
+
+
+# Conv timings whose estimates disagree: +20% margin says float32 (1.08 vs 1.0), no margin says low.
+_CLOSE_CALL = {"Conv2D": OpTiming(float32_ms=1.0, low_ms=0.9)}
+
+
+def test_timed_whole_steps_overrule_the_estimate(tmp_path):
+    # The estimate prefers float32 for all three convs; the timed steps say low precision is faster.
+    graph, loss = _conv_chain(num_convs=3)
+    steps = FakeSteps(lambda candidate: 5.0 + len(candidate.float32_ops))
+    report = _rewrite(loss, tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
+    assert report.placement["float32_ops"] == {}
+    assert report.placement["low_ops"] == ["conv0", "conv1", "conv2"]
+    assert _op_dtype(graph, "conv1_bf16") == tf.bfloat16
+    (timed,) = steps.asked
+    assert {frozenset(c.float32_ops) for c in timed} >= {frozenset(), frozenset({"conv0", "conv1", "conv2"})}
+    chosen = [c for c in report.placement["candidates"] if c["chosen"]]
+    assert [(c["float32_ops"], c["step_ms"]) for c in chosen] == [(0, 5.0)]
+
+
+def test_ops_kept_float32_by_timed_steps_give_both_step_times(tmp_path):
+    graph, loss = _conv_chain(num_convs=3)
+    steps = FakeSteps(lambda candidate: 9.0 - len(candidate.float32_ops))
+    report = _rewrite(loss, tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
+    reasons = report.placement["float32_ops"]
+    assert set(reasons) == {"conv0", "conv1", "conv2"} and report.ops_converted == 0
+    # The fastest step with conv1 in bfloat16 (none demoted: 9 ms) against the chosen one (6 ms).
+    assert reasons["conv1"].startswith("slower in bfloat16 on this device: 9.000 ms vs 6.000 ms in float32 "
+                                       "(whole training steps timed side by side; this op alone 0.900 vs 1.000 ms)")
+
+
+def test_timed_steps_are_cached(tmp_path):
+    steps = FakeSteps(lambda candidate: 9.0 - len(candidate.float32_ops))
+    first = _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
+    again = _rewrite(_conv_chain(3)[1], tmp_path, _refuse, measure_steps=_refuse_steps)
+    assert len(steps.asked) == 1
+    assert again.placement["float32_ops"] == first.placement["float32_ops"]
+
+
+def test_candidates_within_one_percent_are_not_timed(tmp_path):
+    # 1.0 vs 0.999 ms: every placement estimates the same to 0.1%, below what a timing can tell apart.
+    report = _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 1.0 / 1.2 - 0.001)}),
+                      measure_steps=_refuse_steps)
+    assert all(c["step_ms"] is None for c in report.placement["candidates"])
+
+
+def test_the_tail_kept_low_when_its_step_is_faster(tmp_path):
+    graph, loss = _conv_bias_chain()
+    fast_conv = FakeMeasure({"Conv2D": OpTiming(4.0, 1.0)}, cast_ms=0.5)
+    with graph.as_default():
+        static = rewrite(loss, "bfloat16", device_type="CPU", placement="static", dry_run=True)
+    assert "bias" in {name for names in static.float32_ops.values() for name in names}, \
+        "precondition: the static pass runs the bias add after the conv in float32 (fewer casts)"
+    steps = FakeSteps(lambda candidate: 1.0 if candidate.tail_low else 2.0)
+    report = _rewrite(loss, tmp_path, fast_conv, measure_steps=steps)
+    assert report.placement["tail_low"] is True
+    assert _op_dtype(graph, "bias_bf16") == tf.bfloat16
+    assert any(c.tail_low for c in steps.asked[0]) and any(not c.tail_low for c in steps.asked[0])
+
+
+def test_a_region_that_cannot_be_copied_falls_back_to_the_estimate_with_a_warning(tmp_path):
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf1.placeholder(tf.float32, [2, 8, 8, 4])
+        weights = tf1.get_variable("w", [3, 3, 4, 4])
+        net = tf.nn.conv2d(images, weights, strides=1, padding="SAME", name="conv0")
+        net = tf.nn.conv2d(net, weights, strides=1, padding="SAME", name="conv1")
+        _, net = tf.while_loop(lambda i, x: i < 2, lambda i, x: (i + 1, x * 0.5), [0, net])
+        loss = tf.reduce_mean(net)
+    with pytest.warns(UserWarning, match="cannot time whole steps"):
+        report = _rewrite(loss, tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=_refuse_steps)
+    assert set(report.placement["float32_ops"]) == {"conv0", "conv1"}, "the +20% estimate decides"
 
 
 def test_cache_hit_measures_nothing(tmp_path):
@@ -235,8 +337,13 @@ def test_training_run_writes_its_decisions_and_a_resumed_run_reuses_them(tmp_pat
         return {s: OpTiming(0.0, 0.001) if s.op_type == "Cast" else
                 OpTiming(1.0, 5.0) if s.op_type == "MatMul" else OpTiming(5.0, 1.0) for s in signatures}
 
+    def fake_steps(copy, config, candidates, *args, **kwargs):
+        # Whole steps agree with the op timings: fastest with both matmuls (and nothing else) float32.
+        return [1.0 if c.float32_ops == {"LeNet/fc3/MatMul", "LeNet/fc4/MatMul"} else 2.0 for c in candidates]
+
     monkeypatch.setenv(placement.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(placement, "micro_benchmark", fake_benchmark)
+    monkeypatch.setattr(placement, "time_candidate_steps", fake_steps)
     train_dir = tmp_path / "train"
 
     def run(steps):
