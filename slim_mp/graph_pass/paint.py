@@ -26,7 +26,7 @@ from typing import Dict, Iterable, List, Mapping, Sequence, Set, Tuple
 import tensorflow as tf
 
 from slim_mp.graph_pass.op_classes import FUNCTION_OP_TYPES, SOURCE_OP_TYPES, OpClasses
-from slim_mp.graph_pass.op_ports import OpPorts, has_kernel, op_def_allows, op_ports
+from slim_mp.graph_pass.op_ports import OpPorts, has_kernel, op_def_allows
 from slim_mp.graph_pass.region import Region
 
 LOW, FLOAT32 = "low", "float32"
@@ -144,7 +144,7 @@ def paint(region: Region, config: PaintConfig) -> Dict[tf.Operation, Decision]:
             ports[op] = _low_source_ports(op, config.precision)
             already_low.add(op)
             continue
-        op_port = op_ports(op)
+        op_port = region.ports(op)
         if not op_port.has_float_data or _never_painted(op, config.classes):
             continue
         ports[op] = op_port

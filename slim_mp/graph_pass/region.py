@@ -1,9 +1,11 @@
 """Select the part of a graph that computes the user's fetches (the ops the pass may rewrite)."""
 
 import dataclasses
-from typing import Any, List
+from typing import Any, Dict, List
 
 import tensorflow as tf
+
+from slim_mp.graph_pass.op_ports import OpPorts, op_ports
 
 
 @dataclasses.dataclass
@@ -18,6 +20,13 @@ class Region:
 
     def __post_init__(self) -> None:
         self._members = set(self.ops)
+        self._ports: Dict[tf.Operation, OpPorts] = {}
+
+    def ports(self, op: tf.Operation) -> OpPorts:
+        """``op_ports(op)``, computed once per region: the measured placement paints it many times."""
+        if op not in self._ports:
+            self._ports[op] = op_ports(op)
+        return self._ports[op]
 
 
 def _fetch_ops(fetches: Any) -> List[tf.Operation]:
