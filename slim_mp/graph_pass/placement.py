@@ -563,6 +563,9 @@ def _reasons(chosen: PlacementCandidate, timings: Mapping[tf.Operation, OpTiming
         if chosen_ms is not None and with_low:
             reasons[op.name] = (f"slower in {precision.name} on this device: {min(with_low):.3f} ms vs "
                                 f"{chosen_ms:.3f} ms in float32 (whole training steps timed side by side; {alone})")
+        elif _slower(timing, margin=0.0):
+            reasons[op.name] = (f"slower in {precision.name} on this device: {timing.low_ms:.3f} ms vs "
+                                f"{timing.float32_ms:.3f} ms in float32 (forward + backward of this op alone)")
         elif _slower(timing):
             charged = timing.low_ms * (1 + LOW_PRECISION_MARGIN)
             reasons[op.name] = (f"slower in {precision.name} on this device: {charged:.3f} ms vs "
