@@ -68,9 +68,9 @@ def as_markdown(run: SuiteRun) -> str:
         f"Batch size {settings.batch_size}; image size: {size}. Each configuration ran {settings.warmup} untimed "
         f"warm-up step(s), then {settings.rounds} timed rounds, all configurations interleaved in one process. "
         "Speed-up: median over rounds of float32's step time divided by the configuration's in the same round.",
-        "slim_mp uses the pass's default measured placement (allow ops timed on this device, float32 kept where "
-        "low precision does not pay; its pass time includes the measurement unless cached), slim_mp_static the "
-        "static op lists.",
+        "slim_mp uses the pass's default measured placement (allow ops and close candidates timed on this device, "
+        "float32 kept where low precision does not pay), slim_mp_static the static op lists. The memory runs fill "
+        "the placement's timing cache first, so the pass time shown is a warm build's.",
         "",
         f"Peak memory: {'; '.join(_memory_methods(run))}, each configuration in its own subprocess "
         f"running {settings.memory_steps} step(s); the baseline is what was in use before building the step.",
