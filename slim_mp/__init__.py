@@ -11,6 +11,7 @@ from slim_mp.loss_scale.managers import (  # noqa: E402
     ExponentialUpdateLossScaleManager,
     FixedLossScaleManager,
     LossScaleManager,
+    NoLossScaling,
 )
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer  # noqa: E402
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision  # noqa: E402
@@ -24,7 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "rewrite", "RewriteReport", "OpClasses", "FLOAT16_CLASSES", "BFLOAT16_CLASSES",
-    "LossScaleManager", "FixedLossScaleManager", "ExponentialUpdateLossScaleManager",
+    "LossScaleManager", "FixedLossScaleManager", "ExponentialUpdateLossScaleManager", "NoLossScaling",
     "LossScaleOptimizer", "MixedPrecisionOptimizer", "enable_mixed_precision", "audit", "AuditResult",
     "layer_diff", "LayerDiff",
 ]

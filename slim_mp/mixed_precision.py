@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import tensorflow as tf
 
 from slim_mp.loss_scale.finite_check import gradient_values
-from slim_mp.loss_scale.managers import LossScaleManager
+from slim_mp.loss_scale.managers import FixedLossScaleManager, LossScaleManager
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 from slim_mp.loss_scale.policy import LossScaleLike, make_loss_scale_manager
 from slim_mp.precision import PrecisionLike, resolve_precision
@@ -102,7 +102,8 @@ def enable_mixed_precision(
       optimizer: the ``tf.compat.v1.train.Optimizer`` that applies the updates (to float32 master weights).
       precision: ``float16`` or ``bfloat16`` (any spelling ``slim_mp.precision`` accepts, or the dtype).
       loss_scale: ``"dynamic"``, a fixed scale >= 1, a ``LossScaleManager``, or None for the
-        precision's default: dynamic for float16, none (a fixed 1) for bfloat16.
+        precision's default: dynamic for float16; for bfloat16 ``NoLossScaling`` (no scaling and no
+        skipped steps, as in float32; pass 1 for contrib's skipping at a fixed scale of 1).
       max_consecutive_skips_at_min: skipped steps in a row at the minimum loss scale before the
         train op fails naming the non-finite gradients; None disables the guard.
       count_skipped_steps: advance ``global_step`` on skipped steps too; needed under
@@ -110,6 +111,8 @@ def enable_mixed_precision(
       debug_nonfinite: also build, per gradient computation, a ``NonfiniteProbe`` (kept in
         ``optimizer.nonfinite_probes``): an extra fetch, never run by the train step, that a loop runs
         after a skipped step to name the op where inf/NaN first appeared (the training loop does).
+        Steps with inf/NaN gradients are then always skipped (bfloat16's default ``NoLossScaling``
+        becomes a fixed scale of 1), so the replay sees the weights the failing step saw.
       placement: ``"measured"`` (the default) keeps float32 the allow ops measured slower in low
         precision on this device; ``"static"`` converts every allow-list op (see ``slim_mp.rewrite``).
       **rewrite_options: keyword arguments of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``,
@@ -126,6 +129,9 @@ def enable_mixed_precision(
     """
     dtype = resolve_precision(precision)
     manager = make_loss_scale_manager(loss_scale, dtype)
+    if debug_nonfinite and not manager.skips_nonfinite_steps:
+        # The diagnosis replays the failing step: its weights must not have been updated with inf/NaN.
+        manager = FixedLossScaleManager(1.0)
     return MixedPrecisionOptimizer(
         optimizer, manager, dtype, dict(rewrite_options, placement=placement), max_consecutive_skips_at_min,
         count_skipped_steps, debug_nonfinite,

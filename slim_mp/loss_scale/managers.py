@@ -96,6 +96,11 @@ class LossScaleManager(abc.ABC):
         """Return the variables that hold this manager's state (none by default)."""
         return []
 
+    @property
+    def skips_nonfinite_steps(self) -> bool:
+        """Whether ``LossScaleOptimizer`` checks the gradients and skips steps with inf/NaN (True by default)."""
+        return True
+
 
 class FixedLossScaleManager(LossScaleManager):
     """A constant loss scale; steps with inf/NaN gradients are still skipped by the optimizer.
@@ -130,6 +135,31 @@ class FixedLossScaleManager(LossScaleManager):
         """Return a no-op: a fixed scale never changes."""
         del finite_grads
         return tf.no_op(name="update_fixed_loss_scale")
+
+
+class NoLossScaling(LossScaleManager):
+    """No scaling and no skipped steps: the step runs exactly as a float32 step would.
+
+    bfloat16's exponent range is float32's, so its gradients need no scaling, and a check for
+    inf/NaN gradients that float32 training does not make would cost every step (it waits for all
+    gradients before any update: 6-8% of a resnet_v1_18 step at 32 px on a CPU). An inf or NaN
+    reaches the loss as it would in float32, where the training loop's divergence check stops it.
+    The default for bfloat16 (``slim_mp.loss_scale.policy``); ``FixedLossScaleManager(1)`` keeps
+    contrib's skipping.
+    """
+
+    def get_loss_scale(self) -> tf.Tensor:
+        """Return 1 as a float32 constant in the current graph."""
+        return tf.constant(1.0, dtype=tf.float32, name="loss_scale")
+
+    def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
+        """Return a no-op: the scale is always 1."""
+        return tf.no_op(name="no_loss_scale_update")
+
+    @property
+    def skips_nonfinite_steps(self) -> bool:
+        """False: gradients go to the wrapped optimizer unchecked, as in float32."""
+        return False
 
 
 class ExponentialUpdateLossScaleManager(LossScaleManager):

@@ -170,6 +170,12 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
             self._counters_by_graph[graph] = create_skip_counters()
         return self._counters_by_graph[graph]
 
+    @staticmethod
+    def _summarize(loss_scale: tf.Tensor, counters: SkipCounters) -> None:
+        """TensorBoard scalars of the loss scale and the skipped steps."""
+        tf.compat.v1.summary.scalar("loss_scale", loss_scale)
+        tf.compat.v1.summary.scalar("skipped_steps", read_counter(counters.skipped_steps))
+
     def compute_gradients(
         self,
         loss: Union[tf.Tensor, Callable[[], tf.Tensor]],
@@ -181,6 +187,8 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
     ) -> GradsAndVars:
         """Differentiate the scaled loss with the wrapped optimizer; return unscaled (gradient, variable) pairs.
 
+        With a manager that does not skip steps (``NoLossScaling``, scale 1) the loss is differentiated as is.
+
         A callable ``loss`` is called once (graph mode), as contrib does. The scale tensor used is
         kept in ``gradients_loss_scale`` (diagnosis tools feed it back to replay a step).
         """
@@ -188,6 +196,11 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
             loss = loss()
         loss_scale = self._manager.get_loss_scale()
         self.gradients_loss_scale = loss_scale
+        if not self._manager.skips_nonfinite_steps:
+            return self._optimizer.compute_gradients(
+                loss, var_list=var_list, gate_gradients=gate_gradients, aggregation_method=aggregation_method,
+                colocate_gradients_with_ops=colocate_gradients_with_ops, grad_loss=grad_loss,
+            )
         scaled_loss = scale_loss(loss, loss_scale)
         if grad_loss is not None:
             grad_loss = tf.convert_to_tensor(grad_loss)
@@ -211,13 +224,20 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
         global_step: Optional[tf.Variable] = None,
         name: Optional[str] = None,
     ) -> tf.Operation:
-        """Apply unscaled gradients if all are finite; always update the manager, counters and guard."""
+        """Apply unscaled gradients if all are finite; always update the manager, counters and guard.
+
+        With a manager that does not skip steps (``NoLossScaling``) the wrapped optimizer applies them directly.
+        """
         grads_and_vars = list(grads_and_vars)
         present = [(g, v) for g, v in grads_and_vars if g is not None]
         if not present:
             raise ValueError(
                 "grads_and_vars has no gradient for any variable; make the loss depend on the variables to train."
             )
+        if not self._manager.skips_nonfinite_steps:
+            with tf.name_scope(self.get_name()):
+                self._summarize(self._manager.get_loss_scale(), self._counters())
+            return self._optimizer.apply_gradients(grads_and_vars, global_step, name)
         _require_resource_variables([v for _, v in present] + ([global_step] if global_step is not None else []))
         with tf.name_scope(self.get_name()):
             counters = self._counters()
@@ -225,8 +245,7 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
             all_finite = tf.reduce_all(finite, name="all_finite")
             at_min = self._manager.at_min_loss_scale()
             loss_scale = self._manager.get_loss_scale()
-            tf.compat.v1.summary.scalar("loss_scale", loss_scale)
-            tf.compat.v1.summary.scalar("skipped_steps", read_counter(counters.skipped_steps))
+            self._summarize(loss_scale, counters)
             record, streak = record_step(counters, all_finite, at_min)
             with tf.control_dependencies([at_min, loss_scale]):
                 update_scale = self._manager.update_loss_scale(all_finite)

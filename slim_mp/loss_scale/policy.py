@@ -14,7 +14,9 @@ from typing import Union
 
 import tensorflow as tf
 
-from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager, LossScaleManager
+from slim_mp.loss_scale.managers import (
+    ExponentialUpdateLossScaleManager, FixedLossScaleManager, LossScaleManager, NoLossScaling,
+)
 from slim_mp.precision import PrecisionLike, resolve_precision
 
 
@@ -77,7 +79,8 @@ def make_loss_scale_manager(loss_scale: LossScaleLike, precision: PrecisionLike,
     Args:
       loss_scale: ``"dynamic"`` (scaling shaped by ``dynamic``), a fixed scale >= 1 (number or text),
         a ``LossScaleManager`` (returned as is), or ``None`` for the precision's default: dynamic for
-        float16, none (a fixed 1) for bfloat16, which has float32's exponent range.
+        float16, ``NoLossScaling`` for bfloat16, which has float32's exponent range (no scaling, no
+        skipped steps; a fixed 1 keeps contrib's skipping).
       precision: the low precision trained in (``float16``/``bfloat16`` or the dtype).
       dynamic: the knobs of dynamic scaling; slim_mp's defaults unless a caller (``--loss_scale_*``) overrides them.
 
@@ -92,7 +95,9 @@ def make_loss_scale_manager(loss_scale: LossScaleLike, precision: PrecisionLike,
     if isinstance(request, LossScaleManager):
         return request
     if request is None:
-        request = "dynamic" if resolve_precision(precision) == tf.float16 else 1.0
+        if resolve_precision(precision) != tf.float16:
+            return NoLossScaling()
+        request = "dynamic"
     if request == "dynamic":
         return dynamic.manager()
     return FixedLossScaleManager(request)

@@ -78,7 +78,8 @@ class LossScaleOptions:
     """
 
     loss_scale: Optional[str] = option(
-        None, "'dynamic' or a fixed number; unset means dynamic for float16 and none for bfloat16."
+        None, "'dynamic' or a fixed number; unset means dynamic for float16 and, for bfloat16, no scaling and no "
+        "skipped steps (as in float32)."
     )
     loss_scale_init: float = option(DYNAMIC.initial_scale, "Initial dynamic loss scale.")
     loss_scale_incr_every_n_steps: int = option(

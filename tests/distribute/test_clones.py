@@ -101,7 +101,9 @@ def test_mixed_precision_clones_are_rewritten_in_one_pass_and_checked_once():
     with tf.Graph().as_default():
         global_step = tf1.train.get_or_create_global_step()
         clones = create_clones(batches_model(conv_bn_batches(), conv_bn_net), CPU_CLONES)
-        optimizer = slim_mp.enable_mixed_precision(tf1.train.GradientDescentOptimizer(0.1), "bfloat16")
+        # A fixed scale of 1 keeps the finite check (bfloat16's default has none) to count it.
+        optimizer = slim_mp.enable_mixed_precision(tf1.train.GradientDescentOptimizer(0.1), "bfloat16",
+                                                   loss_scale=1.0)
         step = build_train_step(optimizer, clones, global_step)
         ops = reachable_ops(step.train_tensor)
     assert len(optimizer.rewrite_reports) == 1

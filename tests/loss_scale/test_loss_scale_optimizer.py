@@ -8,6 +8,7 @@ from quadratic import INITIAL_W, build_quadratic, save_contrib_checkpoint
 from slim_mp.loss_scale.managers import (
     ExponentialUpdateLossScaleManager,
     FixedLossScaleManager,
+    NoLossScaling,
 )
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer, scale_loss
 
@@ -55,6 +56,36 @@ def test_one_sgd_step_at_scale_128_equals_plain_sgd():
     # 128 is a power of two: scaling and unscaling are exact, so the tolerance is zero.
     assert_same_model_state(reference, scaled, rtol=0)
     assert not np.array_equal(reference["w"], INITIAL_W)
+
+
+@pytest.mark.parametrize("optimizer_name", ["sgd", "momentum", "adam"])
+def test_no_loss_scaling_steps_exactly_as_the_unwrapped_optimizer_even_on_inf(optimizer_name):
+    # bfloat16's default: not scaled, not skipped. A non-finite row reaches the weights as in float32.
+    rows = np.concatenate([INPUTS[:2], NOT_FINITE[None], INPUTS[2:3]])
+    reference = train(optimizer_name, rows)
+    unscaled = train(optimizer_name, rows, NoLossScaling)
+    assert set(unscaled) == set(reference)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(unscaled[name], value, err_msg=name)
+    assert not np.isfinite(reference["w"]).all(), "precondition: the inf row poisons float32's weights"
+
+
+def test_no_loss_scaling_adds_no_check_and_reports_scale_1_and_no_skips():
+    with tf.Graph().as_default():
+        _, x, loss = build_quadratic()
+        optimizer = LossScaleOptimizer(tf1.train.GradientDescentOptimizer(0.1), NoLossScaling())
+        train_op = optimizer.minimize(loss)
+        reachable, stack = set(), [train_op]
+        while stack:
+            op = stack.pop()
+            if op not in reachable:
+                reachable.add(op)
+                stack.extend([t.op for t in op.inputs] + list(op.control_inputs))
+        assert not {op.type for op in reachable} & {"IsFinite", "If", "StatelessIf", "Switch"}
+        with tf1.Session() as sess:
+            sess.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+            sess.run(train_op, {x: NOT_FINITE})
+            assert sess.run([optimizer.loss_scale, optimizer.skipped_steps]) == [1.0, 0]
 
 
 @pytest.mark.parametrize("optimizer_name", ["momentum", "adam"])

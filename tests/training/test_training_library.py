@@ -10,6 +10,7 @@ from train_configs import lenet_config
 from slim_mp.loss_scale.managers import (
     ExponentialUpdateLossScaleManager,
     FixedLossScaleManager,
+    NoLossScaling,
 )
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.loop import train
@@ -45,7 +46,8 @@ def test_aux_logits_add_a_loss_weighted_point_four_with_label_smoothing():
 def test_loss_scale_options_pick_the_manager():
     with tf.Graph().as_default():
         assert isinstance(LossScaleOptions().manager("float16"), ExponentialUpdateLossScaleManager)
-        assert isinstance(LossScaleOptions().manager("bfloat16"), FixedLossScaleManager)
+        assert isinstance(LossScaleOptions().manager("bfloat16"), NoLossScaling)
+        assert isinstance(LossScaleOptions(loss_scale="1").manager("bfloat16"), FixedLossScaleManager)
         assert isinstance(LossScaleOptions(loss_scale="dynamic").manager("bfloat16"),
                           ExponentialUpdateLossScaleManager)
         fixed = LossScaleOptions(loss_scale="128").manager("float16")
