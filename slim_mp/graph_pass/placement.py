@@ -478,11 +478,7 @@ def shortlist(estimates: Mapping[PlacementCandidate, float]) -> List[PlacementCa
 
 def _candidates(estimators: Sequence[_Estimator], timings: Mapping[tf.Operation, OpTiming],
                 regions: Sequence[Set[tf.Operation]]) -> Dict[PlacementCandidate, List[str]]:
-    """Placements worth comparing, each with how it was found.
-
-    Besides the demoted sets, the best estimate's twin with the tail kept low: ``refine`` demotes
-    the tail to save casts, which also splits oneDNN's conv + bias + relu fusion; only timing tells.
-    """
+    """Placements worth comparing (all with the tail as ``refine`` leaves it), each with how it was found."""
     found: Dict[PlacementCandidate, List[str]] = {}
     found.setdefault(PlacementCandidate(frozenset()), []).append("static")
     found.setdefault(PlacementCandidate(frozenset(timings)), []).append("all float32")
@@ -496,7 +492,11 @@ def _candidates(estimators: Sequence[_Estimator], timings: Mapping[tf.Operation,
 
 
 def _with_tail_twins(timed: List[PlacementCandidate], estimate: _Estimator) -> List[PlacementCandidate]:
-    """``timed``, each followed by its twin with the tail kept low where that paints differently."""
+    """``timed``, each followed by its twin with the tail kept low where that paints differently.
+
+    ``refine`` demotes the tail after the last allow op to save casts, which also splits oneDNN's
+    conv + bias + relu fusion; only timing tells which is faster.
+    """
     result = []
     for candidate in timed:
         result.append(candidate)
@@ -525,15 +525,15 @@ def _step_times(region: Region, config: PaintConfig, objectives: Sequence[tf.Ten
         warnings.warn(f"placement: cannot time whole steps ({error}); deciding on the per-op estimate.",
                       stacklevel=4)
         return {}
-    keys = []
+    digest, keys = copy.digest(), []
     for candidate in timed:
         low_names = sorted(op.name for op in estimate.painted(candidate.demoted, candidate.tail_low)[1])
-        keys.append(f"step|{copy.digest()}|" + hashlib.sha1("|".join(low_names).encode()).hexdigest()[:20])
+        keys.append(f"step|{digest}|" + hashlib.sha1("|".join(low_names).encode()).hexdigest()[:20])
     stored = [cache.get(key) for key in keys]
     if not all(stored):
         steps = [StepCandidate(frozenset(op.name for op in c.demoted), c.tail_low) for c in timed]
-        step_ms = max(estimate(c.demoted, c.tail_low) for c in timed)
-        runs = int(min(options.runs, max(MIN_STEP_RUNS, STEP_TIMING_MS / (step_ms * len(timed) or 1.0))))
+        longest_ms = max(estimate(c.demoted, c.tail_low) for c in timed)
+        runs = int(min(options.runs, max(MIN_STEP_RUNS, STEP_TIMING_MS / (longest_ms * len(timed) or 1.0))))
         measure = options.measure_steps or (lambda candidates: time_candidate_steps(
             copy, config, candidates, options.training, warmup=1, runs=runs))
         try:

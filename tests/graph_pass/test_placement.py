@@ -210,10 +210,16 @@ def test_the_tail_kept_low_when_its_step_is_faster(tmp_path):
     assert "bias" in {name for names in static.float32_ops.values() for name in names}, \
         "precondition: the static pass runs the bias add after the conv in float32 (fewer casts)"
     steps = FakeSteps(lambda candidate: 1.0 if candidate.tail_low else 2.0)
-    report = _rewrite(loss, tmp_path, fast_conv, measure_steps=steps)
+    path = str(tmp_path / "run" / "placement.json")
+    report = _rewrite(loss, tmp_path, fast_conv, measure_steps=steps, decisions_file=path)
     assert report.placement["tail_low"] is True
     assert _op_dtype(graph, "bias_bf16") == tf.bfloat16
     assert any(c.tail_low for c in steps.asked[0]) and any(not c.tail_low for c in steps.asked[0])
+    # A resumed run (or a worker) keeps the tail low from the decisions file alone.
+    again, again_loss = _conv_bias_chain()
+    _rewrite(again_loss, tmp_path / "elsewhere", _refuse, measure_steps=_refuse_steps, decisions_file=path,
+             write_decisions=False)
+    assert _op_dtype(again, "bias_bf16") == tf.bfloat16
 
 
 def test_a_region_that_cannot_be_copied_falls_back_to_the_estimate_with_a_warning(tmp_path):
