@@ -12,8 +12,9 @@ computation: variable reads and input ops (``Placeholder``, ``IteratorGetNext``,
 random variables of the same shapes and types, and stateful ops other than random numbers
 (variable updates, readers) are left out, their inputs still computed. The painting is applied
 with the pass's own ``paint`` / ``refine`` / ``rebuild``, the gradient of the objectives
-(the loss) with respect to the trainable variables' substitutes is taken as training takes it,
-and the forward + backward steps are timed round-robin (``stopwatch``).
+(the loss) with respect to the trainable variables' substitutes is taken as TF1 optimizers take
+it (gated per op), a momentum update with rate 0 consumes it, and these steps are timed
+round-robin (``stopwatch``).
 """
 
 import dataclasses
@@ -211,8 +212,10 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: StepC
 def time_candidate_steps(copy: RegionCopy, config: PaintConfig, candidates: Sequence[StepCandidate],
                          training: bool = True, warmup: int = 2, runs: int = 7) -> List[Optional[float]]:
     """Fastest milliseconds of one step of each candidate, timed round-robin; None for one that fails to run."""
-    steps = [build_candidate_step(copy, config, candidate, training) for candidate in candidates]
+    steps: List[CandidateStep] = []
     try:
+        for candidate in candidates:
+            steps.append(build_candidate_step(copy, config, candidate, training))
         return fastest_ms([step.session.make_callable(step.target) for step in steps], warmup, runs)
     finally:
         for step in steps:
