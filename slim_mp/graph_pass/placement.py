@@ -77,10 +77,15 @@ MAX_TIMED_CANDIDATES = 6
 # Candidates whose estimates all lie within this fraction of each other are not timed: they differ in a
 # few tiny ops (ResNet-50 at 224 px: 0.05%), less than the timing's noise.
 MIN_TIMED_SPREAD = 0.01
-# Timed runs of each candidate's step: options.runs, fewer for big steps so that the timing takes about
-# STEP_TIMING_MS in all (a cold ResNet-50 at 224 px: 3 runs), never fewer than MIN_STEP_RUNS.
-STEP_TIMING_MS = 3000.0
+# Timed runs of each candidate's step: as many as fit in STEP_TIMING_MS for all candidates, between
+# MIN_STEP_RUNS (a cold ResNet-50 at 224 px) and MAX_STEP_RUNS (small steps, where candidates differ
+# by a few percent and more runs separate them).
+STEP_TIMING_MS = 5000.0
 MIN_STEP_RUNS = 3
+MAX_STEP_RUNS = 21
+# A placement with low-precision ops must beat the all-float32 step by this fraction when both were
+# timed: a smaller win is within the timing's noise, and float32 is then the safe choice.
+MIN_WIN_OVER_FLOAT32 = 0.01
 
 
 def default_placement() -> str:
@@ -533,7 +538,7 @@ def _step_times(region: Region, config: PaintConfig, objectives: Sequence[tf.Ten
     if not all(stored):
         steps = [StepCandidate(frozenset(op.name for op in c.demoted), c.tail_low) for c in timed]
         longest_ms = max(estimate(c.demoted, c.tail_low) for c in timed)
-        runs = int(min(options.runs, max(MIN_STEP_RUNS, STEP_TIMING_MS / (longest_ms * len(timed) or 1.0))))
+        runs = int(min(MAX_STEP_RUNS, max(MIN_STEP_RUNS, STEP_TIMING_MS / (longest_ms * len(timed) or 1.0))))
         measure = options.measure_steps or (lambda candidates: time_candidate_steps(
             copy, config, candidates, options.training, warmup=1, runs=runs))
         try:
@@ -549,6 +554,15 @@ def _step_times(region: Region, config: PaintConfig, objectives: Sequence[tf.Ten
     return {candidate: value[0] for candidate, value in zip(timed, stored) if value}
 
 
+def _fastest_step(step_ms: Mapping[PlacementCandidate, float],
+                  all_float32: PlacementCandidate) -> PlacementCandidate:
+    """The fastest timed candidate; all float32 unless that is beaten by ``MIN_WIN_OVER_FLOAT32``."""
+    fastest = min(step_ms, key=step_ms.get)
+    if all_float32 in step_ms and step_ms[fastest] * (1 + MIN_WIN_OVER_FLOAT32) > step_ms[all_float32]:
+        return all_float32
+    return fastest
+
+
 def _reasons(chosen: PlacementCandidate, timings: Mapping[tf.Operation, OpTiming], estimate: _Estimator,
              regions: Sequence[Set[tf.Operation]], precision: tf.DType,
              step_ms: Mapping[PlacementCandidate, float]) -> Dict[str, str]:
@@ -560,7 +574,11 @@ def _reasons(chosen: PlacementCandidate, timings: Mapping[tf.Operation, OpTiming
         timing = timings[op]
         alone = f"this op alone {timing.low_ms:.3f} vs {timing.float32_ms:.3f} ms"
         with_low = [ms for candidate, ms in step_ms.items() if op not in candidate.demoted]
-        if chosen_ms is not None and with_low:
+        if chosen_ms is not None and with_low and min(with_low) < chosen_ms:
+            reasons[op.name] = (f"not worth {precision.name} on this device: {min(with_low):.3f} ms vs "
+                                f"{chosen_ms:.3f} ms in float32, a win under {MIN_WIN_OVER_FLOAT32:.0%} (whole "
+                                f"training steps timed side by side; {alone})")
+        elif chosen_ms is not None and with_low:
             reasons[op.name] = (f"slower in {precision.name} on this device: {min(with_low):.3f} ms vs "
                                 f"{chosen_ms:.3f} ms in float32 (whole training steps timed side by side; {alone})")
         elif _slower(timing, margin=0.0):
@@ -601,7 +619,7 @@ def _measured_plan(region: Region, config: PaintConfig, options: PlacementOption
     step_ms = {}
     if options.time_steps and _worth_timing(timed, estimate):
         step_ms = _step_times(region, config, objectives, timed, estimate, cache, options)
-    chosen = min(step_ms, key=step_ms.get) if step_ms else timed[0]
+    chosen = _fastest_step(step_ms, PlacementCandidate(frozenset(timings))) if step_ms else timed[0]
     reasons = _reasons(chosen, timings, estimate, regions, config.precision, step_ms)
     return PlacementPlan(
         float32_ops=dict(sorted(reasons.items())),
@@ -635,6 +653,16 @@ def _read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
     return plan
 
 
+def _check_decisions_fit(plan: PlacementPlan, region: Region, path: str) -> None:
+    """Raise ValueError if ``plan`` names ops ``region`` lacks: it was decided for another graph."""
+    names = {op.name for op in region.ops}
+    missing = sorted((set(plan.float32_ops) | set(plan.low_ops)) - names)
+    if missing:
+        raise ValueError(f"{path} holds placement decisions for another graph ({len(missing)} of its ops, e.g. "
+                         f"{missing[0]!r}, are not in this one); pass a new --train_dir (or delete the file) to "
+                         "measure again.")
+
+
 def _wait_for_decisions(path: str, precision: tf.DType, wait_seconds: float) -> Optional[PlacementPlan]:
     deadline = time.monotonic() + wait_seconds
     while True:
@@ -659,7 +687,7 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
       The plan; its ``float32_ops`` go into ``PaintConfig.fixed_float32``.
 
     Raises:
-      ValueError: when ``options.decisions_file`` was written for another precision.
+      ValueError: when ``options.decisions_file`` was written for another precision or another graph.
     """
     options = options or PlacementOptions()
     path = options.decisions_file
@@ -668,6 +696,7 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
         wait = 0.0 if options.write_decisions else options.wait_seconds
         plan = _wait_for_decisions(path, config.precision, wait)
         if plan is not None:
+            _check_decisions_fit(plan, region, path)
             plan.seconds = time.perf_counter() - started
             return plan
         if not options.write_decisions:

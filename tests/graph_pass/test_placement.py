@@ -187,6 +187,17 @@ def test_ops_kept_float32_by_timed_steps_give_both_step_times(tmp_path):
                                        "(whole training steps timed side by side; this op alone 0.900 vs 1.000 ms)")
 
 
+@pytest.mark.parametrize("low_ms, expected_float32", [(9.95, 3), (9.8, 0)])
+def test_low_precision_must_beat_the_float32_step_by_one_percent(tmp_path, low_ms, expected_float32):
+    steps = FakeSteps(lambda candidate: 10.0 if len(candidate.float32_ops) == 3 else low_ms)
+    report = _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
+    reasons = report.placement["float32_ops"]
+    assert len(reasons) == expected_float32
+    if expected_float32:
+        assert reasons["conv1"].startswith("not worth bfloat16 on this device: 9.950 ms vs 10.000 ms in float32, "
+                                           "a win under 1%")
+
+
 def test_timed_steps_are_cached(tmp_path):
     steps = FakeSteps(lambda candidate: 9.0 - len(candidate.float32_ops))
     first = _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
@@ -287,6 +298,14 @@ def test_decisions_file_of_another_precision_is_an_error(tmp_path):
     path.write_text(json.dumps({"precision": "float16", "float32_ops": {}}))
     with pytest.raises(ValueError, match="placement.json holds placement decisions for 'float16'"):
         _rewrite(_conv_chain()[1], tmp_path, _refuse, decisions_file=str(path))
+
+
+def test_decisions_file_of_another_graph_is_an_error(tmp_path):
+    path = str(tmp_path / "placement.json")
+    _rewrite(_conv_chain(2)[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)}), decisions_file=path)
+    with pytest.raises(ValueError, match=r"placement.json holds placement decisions for another graph \(1 of its "
+                                         r"ops, e.g. 'conv1', are not in this one\)"):
+        _rewrite(_conv_chain(1)[1], tmp_path, _refuse, decisions_file=path)
 
 
 def test_static_placement_measures_nothing(tmp_path):
