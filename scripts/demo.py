@@ -8,8 +8,8 @@ included), top-1 test accuracy, training throughput and speed-up is printed. 160
 are comparable; shorter runs are noticeably noisier.
 Mixed precision uses the pass's default measured placement: ops that are slower in low precision
 on this machine at this size stay float32 (on a CPU, small 32x32 images are such a case). The two
-training runs follow each other, so load on a shared machine can tilt their throughputs; the
-table's speed-up therefore comes from float32 and mixed-precision train steps timed interleaved,
+training runs follow each other, each in a fresh process, so load on a shared machine can tilt
+their throughputs; the table's speed-up therefore comes from train steps timed interleaved,
 step by step, at the training size, and a second line does the same on larger (random) images,
 where low precision pays, so both regimes are shown.
 Outputs (checkpoints, TensorBoard events, metrics, the rewrite report) go under ``runs/demo/``.
@@ -21,10 +21,11 @@ Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` 
 
 import dataclasses
 import json
+import multiprocessing
 import os
 import shutil
 import time
-from typing import List
+from typing import List, Optional
 
 from absl import flags
 
@@ -32,6 +33,7 @@ import tensorflow as tf
 
 from slim_mp.datasets import get_dataset
 from slim_mp.devices import detect_device, preferred_low_precision
+from slim_mp.graph_pass.placement import DECISIONS_FILE_NAME, PlacementOptions
 from slim_mp.training import cli
 from slim_mp.measure import benchmark_step
 from slim_mp.training.evaluation import EvalConfig, evaluate
@@ -49,7 +51,8 @@ BATCH_SIZE = 32
 SEED = 0
 # Speed-only comparisons: the training size, and larger images where low precision pays on CPUs.
 LARGE_IMAGE_SIZE = 128
-SPEED_ROUNDS = {IMAGE_SIZE: 30, LARGE_IMAGE_SIZE: 5}
+SPEED_ROUNDS = {IMAGE_SIZE: 60, LARGE_IMAGE_SIZE: 5}
+SPEED_WARMUP = 3
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("steps", 1600, "Training steps of each run.", lower_bound=1)
@@ -127,6 +130,16 @@ def run_one(precision: str, steps: int, output_dir: str) -> RunSummary:
     return RunSummary(precision, result.loss, metrics["accuracy"], result.images_per_second or 0.0, note)
 
 
+def run_in_fresh_process(precision: str, steps: int, output_dir: str) -> RunSummary:
+    """``run_one`` in a child process of its own.
+
+    Training throughput drifts down over successive runs in one process (four 400-step runs in a
+    row: 759, 720, 675, 697 images/s), which would favour whichever precision trains first.
+    """
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(run_one, (precision, steps, output_dir))
+
+
 def format_table(rows: List[RunSummary], speedup: float, rounds: int) -> str:
     """The comparison table; the mixed-precision speed-up is ``speedup``, timed interleaved at the training size."""
     lines = [f"{'precision':<10} {'final loss':>10} {'top-1':>7} {'images/s':>9} {'speed-up':>8}"]
@@ -136,25 +149,29 @@ def format_table(rows: List[RunSummary], speedup: float, rounds: int) -> str:
             f"{row.images_per_second:>9.1f} {row_speedup:>7.2f}x"
         )
     lines.extend(f"  ({row.precision}: {row.placement_note})" for row in rows if row.placement_note)
-    lines.append(f"  (speed-up: float32 and {rows[1].precision} train steps timed interleaved at {IMAGE_SIZE}x"
-                 f"{IMAGE_SIZE}, median of {rounds} step-by-step ratios; images/s come from the two training "
-                 "runs, one after the other, so load on the machine can tilt them)")
+    lines.append(f"  (speed-up: float32 and {rows[1].precision} train steps with the trained placement, timed "
+                 f"interleaved at {IMAGE_SIZE}x{IMAGE_SIZE}, median of {rounds} step-by-step ratios; images/s come "
+                 "from the two training runs, one after the other, so load on the machine can tilt them)")
     return "\n".join(lines)
 
 
-def interleaved_speedup(precision: str, image_size: int, rounds: int) -> float:
+def interleaved_speedup(precision: str, image_size: int, rounds: int, decisions_file: Optional[str] = None) -> float:
     """float32's step time over mixed precision's (default placement) on ``image_size`` random images.
 
     Speed only: train steps on fixed random inputs, interleaved, so both see the same machine load;
-    the median of the step-by-step ratios.
+    the median of the step-by-step ratios. ``decisions_file`` (a training run's ``placement.json``)
+    pins the placement to the one that run trained with.
     """
     print(f"\n== speed only: {MODEL} at {image_size}x{image_size}, batch {BATCH_SIZE}, {rounds} steps each", flush=True)
+    options = PlacementOptions(decisions_file=decisions_file, write_decisions=False) if decisions_file else None
     steps = {config: benchmark_step.build_benchmark_step(config, MODEL, tf.as_dtype(precision), BATCH_SIZE,
-                                                          image_size, num_classes=10, seed=SEED)
+                                                          image_size, num_classes=10, seed=SEED,
+                                                          placement_options=options)
              for config in ("float32", "slim_mp")}
     try:
         times = benchmark_step.interleaved_times(
-            {config: step.session.make_callable(step.train_op) for config, step in steps.items()}, rounds, warmup=1)
+            {config: step.session.make_callable(step.train_op) for config, step in steps.items()}, rounds,
+            warmup=SPEED_WARMUP)
     finally:
         for step in steps.values():
             step.session.close()
@@ -165,9 +182,12 @@ def main() -> None:
     """Run both precisions and print the table."""
     steps, output_dir = FLAGS.steps, FLAGS.output_dir
     started = time.perf_counter()
-    rows = [run_one(precision, steps, output_dir) for precision in ("float32", preferred_low_precision(detect_device()))]
+    rows = [run_in_fresh_process(precision, steps, output_dir)
+            for precision in ("float32", preferred_low_precision(detect_device()))]
     low = rows[1].precision
-    speedups = {size: interleaved_speedup(low, size, rounds) for size, rounds in SPEED_ROUNDS.items()}
+    trained_placement = os.path.join(output_dir, low, DECISIONS_FILE_NAME)
+    speedups = {size: interleaved_speedup(low, size, rounds, trained_placement if size == IMAGE_SIZE else None)
+                for size, rounds in SPEED_ROUNDS.items()}
     print(f"\n{MODEL} on fashion_mnist ({IMAGE_SIZE}x{IMAGE_SIZE}, batch {BATCH_SIZE}, {steps} steps, seed {SEED})")
     print(format_table(rows, speedups[IMAGE_SIZE], SPEED_ROUNDS[IMAGE_SIZE]))
     print(f"at {LARGE_IMAGE_SIZE}x{LARGE_IMAGE_SIZE} (speed only, {SPEED_ROUNDS[LARGE_IMAGE_SIZE]} interleaved steps "

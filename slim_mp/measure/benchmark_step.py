@@ -21,6 +21,7 @@ from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 import slim_mp
 from nets import nets_factory
 from slim_mp.devices import device_type
+from slim_mp.graph_pass.placement import PlacementOptions
 
 CONFIGS = ("float32", "slim_mp", "slim_mp_static", "grappler", "floor")
 # The placement each slim_mp configuration asks the pass for.
@@ -63,8 +64,13 @@ def _grappler_config(precision: tf.DType, device_type: str) -> config_pb2.Config
 
 
 def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batch_size: int,
-                     image_size: Optional[int], num_classes: int = 1000, seed: int = 0) -> BenchmarkStep:
-    """Build a Momentum train step of ``model_name`` (cross-entropy loss, random fixed inputs) for ``config``."""
+                         image_size: Optional[int], num_classes: int = 1000, seed: int = 0,
+                         placement_options: Optional[PlacementOptions] = None) -> BenchmarkStep:
+    """Build a Momentum train step of ``model_name`` (cross-entropy loss, random fixed inputs) for ``config``.
+
+    ``placement_options`` go to the pass of the slim_mp configurations (e.g. a training run's
+    decisions file, to time the placement that run trained with).
+    """
     if config not in CONFIGS:
         raise ValueError(f"Unknown benchmark configuration {config!r}; use one of {', '.join(CONFIGS)}.")
     graph = tf.Graph()
@@ -84,7 +90,8 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
         loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, tf.reshape(logits, [batch_size, -1]))
         step = BenchmarkStep(config, None, None)
         if config in PLACEMENT_OF:
-            report = slim_mp.rewrite(loss, precision, placement=PLACEMENT_OF[config])
+            report = slim_mp.rewrite(loss, precision, placement=PLACEMENT_OF[config],
+                                     placement_options=placement_options)
             step.pass_seconds = report.seconds
             step.placement = report.placement
         optimizer = tf.compat.v1.train.MomentumOptimizer(0.001, 0.9)
