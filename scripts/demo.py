@@ -185,9 +185,10 @@ def main() -> None:
     rows = [run_in_fresh_process(precision, steps, output_dir)
             for precision in ("float32", preferred_low_precision(detect_device()))]
     low = rows[1].precision
+    # The bfloat16 run's measured placement (none with SLIM_MP_PLACEMENT=static: the speed step then measures).
     trained_placement = os.path.join(output_dir, low, DECISIONS_FILE_NAME)
-    speedups = {size: interleaved_speedup(low, size, rounds, trained_placement if size == IMAGE_SIZE else None)
-                for size, rounds in SPEED_ROUNDS.items()}
+    pinned = {IMAGE_SIZE: trained_placement} if os.path.exists(trained_placement) else {}
+    speedups = {size: interleaved_speedup(low, size, rounds, pinned.get(size)) for size, rounds in SPEED_ROUNDS.items()}
     print(f"\n{MODEL} on fashion_mnist ({IMAGE_SIZE}x{IMAGE_SIZE}, batch {BATCH_SIZE}, {steps} steps, seed {SEED})")
     print(format_table(rows, speedups[IMAGE_SIZE], SPEED_ROUNDS[IMAGE_SIZE]))
     print(f"at {LARGE_IMAGE_SIZE}x{LARGE_IMAGE_SIZE} (speed only, {SPEED_ROUNDS[LARGE_IMAGE_SIZE]} interleaved steps "
