@@ -140,7 +140,8 @@ class PlacementOptions:
     ``wait_seconds`` for the writer. ``measure`` replaces the micro-benchmarks (tests pass fake timings).
     ``training``: time the backprop ops too (the pass is run before gradients are taken).
     ``time_steps``: time close candidates as whole steps (``candidate_steps``); False decides on the
-    per-op estimate alone. ``measure_steps`` replaces that timing (tests).
+    per-op estimate alone. ``measure_steps`` replaces that timing (tests). ``warmup`` / ``runs``: the
+    micro-benchmarks' untimed and timed runs (whole steps get as many runs as fit ``STEP_TIMING_MS``).
     """
 
     cache_dir: Optional[str] = None
@@ -470,7 +471,7 @@ class PlacementCandidate:
     tail_low: bool = False
 
 
-def shortlist(estimates: Mapping[PlacementCandidate, float]) -> List[PlacementCandidate]:
+def _shortlist(estimates: Mapping[PlacementCandidate, float]) -> List[PlacementCandidate]:
     """The candidates worth timing as whole steps, best estimate first.
 
     Those within ``VERIFY_WINDOW`` of the best estimate, at most half of ``MAX_TIMED_CANDIDATES``
@@ -613,7 +614,7 @@ def _measured_plan(region: Region, config: PaintConfig, options: PlacementOption
     regions = _low_regions(estimate.painted(set())[1], set(timings))
     found = _candidates([_Estimator(region, config, timings, casts, margin=0.0), estimate], timings, regions)
     estimates = {candidate: estimate(candidate.demoted) for candidate in found}
-    timed = _with_tail_twins(shortlist(estimates), estimate)
+    timed = _with_tail_twins(_shortlist(estimates), estimate)
     for twin in (c for c in timed if c.tail_low):
         found[twin] = found[PlacementCandidate(twin.demoted)] + ["tail kept low"]
     step_ms = {}
