@@ -73,6 +73,9 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
       in a row at the manager's minimum scale, running the train op fails
       with an error naming the variables whose gradients were non-finite.
       ``None`` disables it.
+    * With ``NoLossScaling`` (bfloat16's default) none of the above runs: the
+      loss is not scaled, no gradient is checked and every step is applied,
+      as in float32; ``loss_scale`` and ``skipped_steps`` still read 1 and 0.
 
     The skip counters are local variables that initialise themselves on the
     first step, so ``tf.compat.v1.global_variables_initializer()`` alone is
