@@ -11,11 +11,12 @@ import tf_slim as slim
 from absl import logging
 
 from slim_mp.config_fields import option
+from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.training.checkpoint_restore import check_checkpoint_fits, resolve_checkpoint
 from slim_mp.datasets import get_dataset
 from slim_mp.training.input_pipeline import InputOptions, negative_label_errors, next_batch
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
-from slim_mp.training.precision_flags import PrecisionOptions, write_rewrite_reports
+from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.graph_pass.rewrite import rewrite
 
 tf1 = tf.compat.v1
@@ -27,37 +28,17 @@ SUMMARY_TAGS = {"accuracy": "eval/Accuracy", "top5": f"eval/Recall_{TOP_K}", "lo
 
 
 @dataclasses.dataclass(frozen=True)
-class EvalConfig:
+class EvalConfig(DataModelOptions):
     """Options of one evaluation (the field names are the flag names of ``eval_image_classifier.py``)."""
 
     checkpoint_path: str = option("/tmp/tfmodel/", "Checkpoint file, or folder whose latest checkpoint is evaluated.")
     eval_dir: str = option(
         "/tmp/tfmodel/", "Folder where the metrics are written (metrics.json and TensorBoard scalars)."
     )
-    master: str = option(
-        "", "The address of the TensorFlow master (a running worker server, e.g. grpc://host:2222); '' is local."
-    )
-    num_preprocessing_threads: int = option(4, "The number of images decoded and preprocessed in parallel.")
-    dataset_name: str = option(
-        "imagenet", "The name of the dataset to load (e.g. imagenet, cifar10, flowers, fashion_mnist, image_folder)."
-    )
     dataset_split_name: str = option("test", "The name of the split to read.")
-    dataset_dir: Optional[str] = option(
-        None, "The folder of the dataset files (unset for the bundled fashion_mnist subset)."
-    )
-    labels_offset: int = option(
-        0, "An offset subtracted from the labels (e.g. 1 for ImageNet checkpoints without background)."
-    )
-    model_name: str = option("inception_v3", "The name of the network (see nets/nets_factory.py).")
-    preprocessing_name: Optional[str] = option(None, "The preprocessing to use; unset means the one of --model_name.")
     batch_size: int = option(100, "The number of images in each evaluation batch.")
     max_num_batches: Optional[int] = option(None, "Evaluate at most this many batches; unset reads the whole split.")
     eval_image_size: Optional[int] = option(None, "Eval image size; unset means the network's default.")
-    moving_average_decay: Optional[float] = option(
-        None, "The decay of the moving average of the model variables; unset for none."
-    )
-    use_grayscale: bool = option(False, "Feed the network single-channel (grayscale) images.")
-    precision_options: PrecisionOptions = dataclasses.field(default_factory=PrecisionOptions)
 
 
 @dataclasses.dataclass(frozen=True)

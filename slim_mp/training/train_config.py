@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 from absl import logging
 
 from slim_mp.config_fields import option
+from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.distribute.clones import ClonePlacement
 from slim_mp.graph_pass.op_classes import check_op_type
 from slim_mp.loss_scale.policy import parse_loss_scale
@@ -13,11 +14,11 @@ from slim_mp.distribute.cluster import ClusterLayout, make_cluster_layout
 from slim_mp.training.fault_injection import check_fault_steps
 from slim_mp.training.learning_rate import LearningRateSettings, check_decay_type
 from slim_mp.training.optimizers import OptimizerSettings, check_optimizer_name
-from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
+from slim_mp.training.precision_flags import LossScaleOptions
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(DataModelOptions):
     """Options of one training run (the field names are the flag names)."""
 
     train_dir: str = option(
@@ -30,7 +31,6 @@ class TrainConfig:
     worker_replicas: int = option(1, "Number of worker replicas.")
     num_ps_tasks: int = option(0, "Number of parameter servers; 0 trains in this process alone.")
     num_readers: int = option(4, "Number of parallel readers (the dataset reader interleaves its files itself).")
-    num_preprocessing_threads: int = option(4, "The number of images decoded and preprocessed in parallel.")
     log_every_n_steps: int = option(10, "Print a progress line every this many steps.")
     save_summaries_secs: int = option(600, "Write TensorBoard summaries every this many seconds.")
     histogram_summaries: bool = option(
@@ -38,9 +38,6 @@ class TrainConfig:
     )
     save_interval_secs: int = option(600, "Save a checkpoint every this many seconds (and always at the end).")
     task: int = option(0, "Task id of this replica.")
-    master: str = option(
-        "", "The address of the TensorFlow master (a running worker server, e.g. grpc://host:2222); '' is local."
-    )
     weight_decay: float = option(0.00004, "The weight decay on the model weights.")
     quantize_delay: int = option(
         -1, "Steps before quantized training starts; -1 disables it (quantization is not supported)."
@@ -48,27 +45,12 @@ class TrainConfig:
     label_smoothing: float = option(0.0, "The amount of label smoothing.")
     sync_replicas: bool = option(False, "Synchronize the replicas: average their gradients into one update per step.")
     replicas_to_aggregate: int = option(1, "The number of gradients to collect before updating the parameters.")
-    moving_average_decay: Optional[float] = option(
-        None, "The decay of the moving average of the model variables; unset for none."
-    )
-    dataset_name: str = option(
-        "imagenet", "The name of the dataset to load (e.g. imagenet, cifar10, flowers, fashion_mnist, image_folder)."
-    )
     dataset_split_name: str = option("train", "The name of the split to read.")
-    dataset_dir: Optional[str] = option(
-        None, "The folder of the dataset files (unset for the bundled fashion_mnist subset)."
-    )
-    labels_offset: int = option(
-        0, "An offset subtracted from the labels (e.g. 1 for ImageNet checkpoints without background)."
-    )
-    model_name: str = option("inception_v3", "The name of the network (see nets/nets_factory.py).")
-    preprocessing_name: Optional[str] = option(None, "The preprocessing to use; unset means the one of --model_name.")
     batch_size: int = option(32, "The number of images in each batch.")
     train_image_size: Optional[int] = option(None, "Train image size; unset means the network's default.")
     max_number_of_steps: Optional[int] = option(
         None, "The maximum number of training steps; unset trains until interrupted."
     )
-    use_grayscale: bool = option(False, "Feed the network single-channel (grayscale) images.")
     checkpoint_path: Optional[str] = option(None, "Checkpoint file or folder to fine-tune from.")
     checkpoint_exclude_scopes: Optional[str] = option(
         None, "Comma-separated scopes of variables not restored from --checkpoint_path."
@@ -91,7 +73,6 @@ class TrainConfig:
     )
     optimizer_settings: OptimizerSettings = dataclasses.field(default_factory=OptimizerSettings)
     learning_rate_settings: LearningRateSettings = dataclasses.field(default_factory=LearningRateSettings)
-    precision_options: PrecisionOptions = dataclasses.field(default_factory=PrecisionOptions)
     loss_scale_options: LossScaleOptions = dataclasses.field(default_factory=LossScaleOptions)
 
 
