@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from quadratic import INITIAL_W, build_quadratic, save_contrib_checkpoint
+from quadratic import INITIAL_W, build_quadratic, save_contrib_checkpoint, train_on_batches
 
 from slim_mp.loss_scale.managers import (
     ExponentialUpdateLossScaleManager,
@@ -36,12 +36,7 @@ def train(optimizer_name, rows, make_manager=None):
         optimizer = OPTIMIZERS[optimizer_name]()
         if make_manager is not None:
             optimizer = LossScaleOptimizer(optimizer, make_manager(), max_consecutive_skips_at_min=None)
-        train_op = optimizer.minimize(loss, global_step=global_step)
-        with tf1.Session() as sess:
-            sess.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
-            for row in rows:
-                sess.run(train_op, {x: row})
-            return {v.op.name: sess.run(v) for v in tf1.global_variables()}
+        return train_on_batches(optimizer.minimize(loss, global_step=global_step), x, rows)
 
 
 def assert_same_model_state(reference, actual, rtol):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_slim as slim
+from quadratic import train_on_batches
 
 from slim_mp.loss_scale.managers import ExponentialUpdateLossScaleManager, FixedLossScaleManager
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
@@ -136,12 +137,7 @@ def train_clones(loss_scale, batches, num_clones=2):
             (tf.add_n([grads[i][0] for grads in per_clone]), per_clone[0][i][1]) for i in range(len(per_clone[0]))
         ]
         global_step = tf1.train.get_or_create_global_step()
-        train_op = optimizer.apply_gradients(summed, global_step=global_step)
-        with tf1.Session() as sess:
-            sess.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
-            for batch in batches:
-                sess.run(train_op, {inputs: batch})
-            return {v.op.name: sess.run(v) for v in tf1.global_variables()}
+        return train_on_batches(optimizer.apply_gradients(summed, global_step=global_step), inputs, batches)
 
 
 def test_clone_pattern_matches_float32_reference():

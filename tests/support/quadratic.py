@@ -1,4 +1,7 @@
-"""The small quadratic model of the loss-scaling tests, and the checkpoint a TF 1.15 contrib run of it leaves."""
+"""The small quadratic model of the loss-scaling tests, the checkpoint a TF 1.15 contrib run of it leaves,
+and the loop that trains a test model one fed batch at a time."""
+
+from typing import Dict, Iterable
 
 import numpy as np
 import tensorflow as tf
@@ -25,3 +28,13 @@ def save_contrib_checkpoint(path: str, w: np.ndarray, bad_steps: int) -> None:
         with tf1.Session() as sess:
             sess.run(tf1.global_variables_initializer())
             tf1.train.Saver().save(sess, path)
+
+
+def train_on_batches(train_op: tf.Operation, inputs: tf.Tensor, batches: Iterable[np.ndarray]) -> Dict[str, np.ndarray]:
+    """Initialise the default graph's variables, run ``train_op`` once per batch fed to ``inputs``;
+    return every global variable's value (model, slots, scale state, global step) by name."""
+    with tf1.Session() as sess:
+        sess.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+        for batch in batches:
+            sess.run(train_op, {inputs: batch})
+        return {v.op.name: sess.run(v) for v in tf1.global_variables()}
