@@ -1,0 +1,1 @@
+"""Building blocks shared by the official-path modules of ``nets``; not part of the official API."""
