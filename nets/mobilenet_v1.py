@@ -6,52 +6,40 @@ variants scale every layer's depth by ``depth_multiplier`` (never below
 ``min_depth``), which is how the official 0.75/0.5/0.25 checkpoints were made.
 """
 
-import dataclasses
-import functools
+import collections
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 import tf_slim as slim
 
+from nets._impl.mobilenet_layers import fixed_padding, wrapped_partial
+
 EndPoints = Dict[str, tf.Tensor]
 
-
-@dataclasses.dataclass(frozen=True)
-class Conv:
-    """A plain convolution layer of the body (only the stem uses it)."""
-
-    kernel: Tuple[int, int]
-    stride: int
-    depth: int
-
-
-@dataclasses.dataclass(frozen=True)
-class DepthSepConv:
-    """A depthwise convolution followed by a 1x1 pointwise convolution to ``depth`` channels."""
-
-    kernel: Tuple[int, int]
-    stride: int
-    depth: int
-
+# A plain convolution layer of the body (only the stem uses it).
+Conv = collections.namedtuple("Conv", ["kernel", "stride", "depth"])
+# A depthwise convolution followed by a 1x1 pointwise convolution to ``depth`` channels.
+DepthSepConv = collections.namedtuple("DepthSepConv", ["kernel", "stride", "depth"])
 
 ConvDef = Union[Conv, DepthSepConv]
 
-MOBILENETV1_CONV_DEFS: Tuple[ConvDef, ...] = (
-    Conv(kernel=(3, 3), stride=2, depth=32),
-    DepthSepConv(kernel=(3, 3), stride=1, depth=64),
-    DepthSepConv(kernel=(3, 3), stride=2, depth=128),
-    DepthSepConv(kernel=(3, 3), stride=1, depth=128),
-    DepthSepConv(kernel=(3, 3), stride=2, depth=256),
-    DepthSepConv(kernel=(3, 3), stride=1, depth=256),
-    DepthSepConv(kernel=(3, 3), stride=2, depth=512),
-    DepthSepConv(kernel=(3, 3), stride=1, depth=512),
-    DepthSepConv(kernel=(3, 3), stride=1, depth=512),
-    DepthSepConv(kernel=(3, 3), stride=1, depth=512),
-    DepthSepConv(kernel=(3, 3), stride=1, depth=512),
-    DepthSepConv(kernel=(3, 3), stride=1, depth=512),
-    DepthSepConv(kernel=(3, 3), stride=2, depth=1024),
-    DepthSepConv(kernel=(3, 3), stride=1, depth=1024),
-)
+# The official body, a list so that users can copy and edit it (and pass it as ``conv_defs``).
+MOBILENETV1_CONV_DEFS: List[ConvDef] = [
+    Conv(kernel=[3, 3], stride=2, depth=32),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=64),
+    DepthSepConv(kernel=[3, 3], stride=2, depth=128),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=128),
+    DepthSepConv(kernel=[3, 3], stride=2, depth=256),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=256),
+    DepthSepConv(kernel=[3, 3], stride=2, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=512),
+    DepthSepConv(kernel=[3, 3], stride=2, depth=1024),
+    DepthSepConv(kernel=[3, 3], stride=1, depth=1024),
+]
 
 SUPPORTED_OUTPUT_STRIDES = (8, 16, 32)
 
@@ -62,18 +50,14 @@ def _layer_end_points(conv_defs: Sequence[ConvDef]) -> List[str]:
     for index, conv_def in enumerate(conv_defs):
         if isinstance(conv_def, DepthSepConv):
             names += [f"Conv2d_{index}_depthwise", f"Conv2d_{index}_pointwise"]
-        else:
+        elif isinstance(conv_def, Conv):
             names.append(f"Conv2d_{index}")
+        else:
+            raise ValueError(
+                f"Unknown convolution type {type(conv_def).__name__} for layer {index} of conv_defs; "
+                "use mobilenet_v1.Conv or mobilenet_v1.DepthSepConv."
+            )
     return names
-
-
-def _pad_for_kernel(inputs: tf.Tensor, kernel: Sequence[int], rate: int) -> tf.Tensor:
-    """Zero-pad height and width so that a VALID convolution behaves like SAME, independent of input size."""
-    padding = []
-    for size in kernel:
-        total = (size - 1) * rate
-        padding.append([total // 2, total - total // 2])
-    return tf.pad(inputs, [[0, 0], padding[0], padding[1], [0, 0]])
 
 
 def _body_layers(
@@ -95,7 +79,7 @@ def _body_layers(
             layer_stride, layer_rate = conv_def.stride, 1
             current_stride *= conv_def.stride
         if use_explicit_padding:
-            net = _pad_for_kernel(net, conv_def.kernel, layer_rate)
+            net = fixed_padding(net, conv_def.kernel, layer_rate)
         if isinstance(conv_def, Conv):
             name = f"Conv2d_{index}"
             net = slim.conv2d(net, depth(conv_def.depth), conv_def.kernel, stride=layer_stride, scope=name)
@@ -214,18 +198,9 @@ def mobilenet_v1(
 mobilenet_v1.default_image_size = 224
 
 
-def _width_variant(depth_multiplier: float, name: str) -> Callable[..., Tuple[tf.Tensor, EndPoints]]:
-    """``mobilenet_v1`` with a fixed ``depth_multiplier``, named and sized like the official variant."""
-    variant = functools.partial(mobilenet_v1, depth_multiplier=depth_multiplier)
-    functools.update_wrapper(variant, mobilenet_v1)
-    variant.__name__ = name
-    variant.default_image_size = mobilenet_v1.default_image_size
-    return variant
-
-
-mobilenet_v1_075 = _width_variant(0.75, "mobilenet_v1_075")
-mobilenet_v1_050 = _width_variant(0.50, "mobilenet_v1_050")
-mobilenet_v1_025 = _width_variant(0.25, "mobilenet_v1_025")
+mobilenet_v1_075 = wrapped_partial(mobilenet_v1, depth_multiplier=0.75)
+mobilenet_v1_050 = wrapped_partial(mobilenet_v1, depth_multiplier=0.50)
+mobilenet_v1_025 = wrapped_partial(mobilenet_v1, depth_multiplier=0.25)
 
 
 def mobilenet_v1_arg_scope(

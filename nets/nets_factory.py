@@ -60,17 +60,20 @@ NETWORK_ENTRIES = {
         "mobilenet_v1_050",
         "mobilenet_v1_025",
     ),
-    **_family("nets.mobilenet_v2", "mobilenet_v2_arg_scope", "mobilenet_v2", "mobilenet_v2_140", "mobilenet_v2_035"),
-    **_family(
-        "nets.mobilenet_v3",
-        "mobilenet_v3_arg_scope",
-        "mobilenet_v3_small",
-        "mobilenet_v3_large",
-        "mobilenet_v3_small_minimalistic",
-        "mobilenet_v3_large_minimalistic",
-        "mobilenet_edgetpu",
-        "mobilenet_edgetpu_075",
-    ),
+    **_family("nets.mobilenet.mobilenet_v2", "training_scope", "mobilenet_v2", function="mobilenet"),
+    **_family("nets.mobilenet.mobilenet_v2", "training_scope", "mobilenet_v2_140", "mobilenet_v2_035"),
+    # The official factory names of the v3 functions (``large``, ``edge_tpu``, ...) differ from the functions'.
+    **{
+        name: NetworkEntry("nets.mobilenet.mobilenet_v3", function, "nets.mobilenet.mobilenet_v3", "training_scope")
+        for name, function in (
+            ("mobilenet_v3_small", "small"),
+            ("mobilenet_v3_large", "large"),
+            ("mobilenet_v3_small_minimalistic", "small_minimalistic"),
+            ("mobilenet_v3_large_minimalistic", "large_minimalistic"),
+            ("mobilenet_edgetpu", "edge_tpu"),
+            ("mobilenet_edgetpu_075", "edge_tpu_075"),
+        )
+    },
     **_family(
         "nets.nasnet", "{name}_arg_scope", "nasnet_cifar", "nasnet_mobile", "nasnet_large", function="build_{name}"
     ),

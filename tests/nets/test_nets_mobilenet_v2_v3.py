@@ -7,36 +7,22 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from nets import mobilenet_v2, mobilenet_v3
-from nets.mobilenet_blocks import (
-    DepthRule,
-    InvertedResidual,
-    SQUEEZE_EXCITE_GATE_SCALE,
-    hard_sigmoid,
-    hard_swish,
-    inverted_residual,
-    squeeze_excite,
-    squeeze_excite_gate,
-)
+from nets.mobilenet import conv_blocks, mobilenet_v2, mobilenet_v3
+from nets.mobilenet import mobilenet as lib
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
 from reference import assert_module_builds_official_outputs, load_reference
 
+# Factory name -> (network function, arg scope function) of the official modules.
 NETWORKS = {
-    "mobilenet_v2": (mobilenet_v2.mobilenet_v2, mobilenet_v2.mobilenet_v2_arg_scope),
-    "mobilenet_v2_140": (mobilenet_v2.mobilenet_v2_140, mobilenet_v2.mobilenet_v2_arg_scope),
-    "mobilenet_v2_035": (mobilenet_v2.mobilenet_v2_035, mobilenet_v2.mobilenet_v2_arg_scope),
-    "mobilenet_v3_small": (mobilenet_v3.mobilenet_v3_small, mobilenet_v3.mobilenet_v3_arg_scope),
-    "mobilenet_v3_large": (mobilenet_v3.mobilenet_v3_large, mobilenet_v3.mobilenet_v3_arg_scope),
-    "mobilenet_v3_small_minimalistic": (
-        mobilenet_v3.mobilenet_v3_small_minimalistic,
-        mobilenet_v3.mobilenet_v3_arg_scope,
-    ),
-    "mobilenet_v3_large_minimalistic": (
-        mobilenet_v3.mobilenet_v3_large_minimalistic,
-        mobilenet_v3.mobilenet_v3_arg_scope,
-    ),
-    "mobilenet_edgetpu": (mobilenet_v3.mobilenet_edgetpu, mobilenet_v3.mobilenet_v3_arg_scope),
-    "mobilenet_edgetpu_075": (mobilenet_v3.mobilenet_edgetpu_075, mobilenet_v3.mobilenet_v3_arg_scope),
+    "mobilenet_v2": (mobilenet_v2.mobilenet, mobilenet_v2.training_scope),
+    "mobilenet_v2_140": (mobilenet_v2.mobilenet_v2_140, mobilenet_v2.training_scope),
+    "mobilenet_v2_035": (mobilenet_v2.mobilenet_v2_035, mobilenet_v2.training_scope),
+    "mobilenet_v3_small": (mobilenet_v3.small, mobilenet_v3.training_scope),
+    "mobilenet_v3_large": (mobilenet_v3.large, mobilenet_v3.training_scope),
+    "mobilenet_v3_small_minimalistic": (mobilenet_v3.small_minimalistic, mobilenet_v3.training_scope),
+    "mobilenet_v3_large_minimalistic": (mobilenet_v3.large_minimalistic, mobilenet_v3.training_scope),
+    "mobilenet_edgetpu": (mobilenet_v3.edge_tpu, mobilenet_v3.training_scope),
+    "mobilenet_edgetpu_075": (mobilenet_v3.edge_tpu_075, mobilenet_v3.training_scope),
 }
 SMALL_NETWORKS = ["mobilenet_v2_035", "mobilenet_v3_small", "mobilenet_v3_small_minimalistic", "mobilenet_edgetpu_075"]
 # (scaled network, its full-width counterpart, multiplier): the official width variants.
@@ -90,12 +76,13 @@ def test_depth_rule_reproduces_official_width_variants(scaled: str, full: str, m
     full_depths = _output_depths(full)
     scaled_depths = _output_depths(scaled)
     assert scaled_depths.keys() == full_depths.keys()
-    rule = DepthRule(multiplier)
     for scope, depth in full_depths.items():
         if "/Logits/" in scope or scope.endswith("/expand"):
             continue
         kept = scope.endswith("/Conv_1") and multiplier < 1
-        assert scaled_depths[scope] == (depth if kept else rule.scale(depth)), scope
+        params = {"num_outputs": depth}
+        lib.depth_multiplier(params, multiplier)
+        assert scaled_depths[scope] == (depth if kept else params["num_outputs"]), scope
 
 
 def test_finegrain_mode_keeps_the_last_layer_only_below_multiplier_one() -> None:
@@ -105,9 +92,9 @@ def test_finegrain_mode_keeps_the_last_layer_only_below_multiplier_one() -> None
             features, _ = network_fn(images, num_classes=0, **kwargs)
         return features.shape[-1]
 
-    assert last_depth(mobilenet_v2.mobilenet_v2, depth_multiplier=0.35) == 1280 * 0.35
+    assert last_depth(mobilenet_v2.mobilenet, depth_multiplier=0.35) == 1280 * 0.35
     assert last_depth(mobilenet_v2.mobilenet_v2_035) == 1280
-    assert last_depth(mobilenet_v2.mobilenet_v2, depth_multiplier=1.4, finegrain_classification_mode=True) == 1792
+    assert last_depth(mobilenet_v2.mobilenet, depth_multiplier=1.4, finegrain_classification_mode=True) == 1792
 
 
 @pytest.mark.parametrize("name", SMALL_NETWORKS)
@@ -138,8 +125,8 @@ def test_weight_decay_applies_to_regular_convolutions_but_not_depthwise_kernels(
     conv_scopes = [n.rsplit("/", 1)[0] for n, _, _ in variables if n.endswith("/weights")]
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [1, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3])
-        with slim.arg_scope(mobilenet_v3.mobilenet_v3_arg_scope(weight_decay=1e-4)):
-            mobilenet_v3.mobilenet_v3_small(images)
+        with slim.arg_scope(mobilenet_v3.training_scope(weight_decay=1e-4)):
+            mobilenet_v3.small(images)
         losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
     # Each loss is named <layer scope>/<kernel kind>/Regularizer/...; depthwise kernels would be "depthwise_kernel".
     regularized = [loss.op.name.split("/Regularizer")[0].rsplit("/", 1) for loss in losses]
@@ -150,9 +137,9 @@ def test_weight_decay_applies_to_regular_convolutions_but_not_depthwise_kernels(
 def test_reuse_builds_a_second_tower_without_new_variables() -> None:
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [1, SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3])
-        mobilenet_v3.mobilenet_v3_small(images, num_classes=5)
+        mobilenet_v3.small(images, num_classes=5)
         count = len(tf.compat.v1.global_variables())
-        mobilenet_v3.mobilenet_v3_small(images, num_classes=5, reuse=True)
+        mobilenet_v3.small(images, num_classes=5, reuse=True)
         assert len(tf.compat.v1.global_variables()) == count
 
 
@@ -160,26 +147,12 @@ def _relu6_plus_3(values: np.ndarray) -> np.ndarray:
     return np.clip(values + np.float32(3.0), np.float32(0.0), np.float32(6.0))
 
 
-def test_hard_activations_use_exactly_one_sixth() -> None:
+def test_hard_swish_uses_exactly_one_sixth_in_the_official_order() -> None:
     values = np.linspace(-5.0, 5.0, 101, dtype=np.float32)
-    expected_sigmoid = _relu6_plus_3(values) * ONE_SIXTH
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-        sigmoid, swish = session.run([hard_sigmoid(tf.constant(values)), hard_swish(tf.constant(values))])
-    np.testing.assert_allclose(sigmoid, expected_sigmoid, rtol=GATE_RTOL, atol=0)
+        swish = session.run(mobilenet_v3.hard_swish(x=tf.constant(values)))
     # The official order, (x * relu6(x + 3)) * (1/6), to the bit.
     np.testing.assert_array_equal(swish, (values * _relu6_plus_3(values)) * ONE_SIXTH)
-
-
-def test_squeeze_excite_gate_uses_the_official_constant() -> None:
-    values = np.linspace(-5.0, 5.0, 101, dtype=np.float32)  # covers both flat parts and the ramp
-    expected = _relu6_plus_3(values) * OFFICIAL_GATE_SCALE
-    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-        gate = session.run(squeeze_excite_gate(tf.constant(values)))
-    assert SQUEEZE_EXCITE_GATE_SCALE == 0.16667
-    np.testing.assert_allclose(gate, expected, rtol=GATE_RTOL, atol=0)
-    # Setup guard: the exact-1/6 gate misses this reference by far more than the tolerance.
-    one_sixth_gate = _relu6_plus_3(values) * ONE_SIXTH
-    assert np.abs(one_sixth_gate - expected).max() > 10 * GATE_RTOL * np.abs(expected).max()
 
 
 @pytest.mark.parametrize("saturate", [False, True], ids=["random-gate", "saturated-gate"])
@@ -188,7 +161,7 @@ def test_squeeze_excite_matches_float32_reference(saturate: bool) -> None:
     inputs = np.random.default_rng(1).normal(size=(2, 4, 4, 24)).astype(np.float32)
     with tf.Graph().as_default():
         with slim.arg_scope([slim.conv2d], biases_initializer=tf.compat.v1.random_normal_initializer(seed=3)):
-            output = squeeze_excite(tf.constant(inputs))
+            output = mobilenet_v3.squeeze_excite(tf.constant(inputs))
         variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
@@ -245,18 +218,18 @@ def test_network_graph_gates_every_squeeze_excite_with_the_official_constant(nam
 
 
 @pytest.mark.parametrize("residual", [True, False])
-def test_inverted_residual_adds_its_input_only_when_residual(residual: bool) -> None:
+def test_expanded_conv_adds_its_input_only_when_residual(residual: bool) -> None:
     """With a zero projection the block's output is exactly its input (residual) or zero (no residual)."""
     inputs = np.random.default_rng(2).normal(size=(2, 6, 6, 16)).astype(np.float32)
-    block = InvertedResidual(16, tf.nn.relu6, expansion=6, residual=residual)
+    taps: Dict[str, tf.Tensor] = {}
     with tf.Graph().as_default():
-        output, taps = inverted_residual(tf.constant(inputs), 16, block, scope="block")
+        output = conv_blocks.expanded_conv(tf.constant(inputs), 16, residual=residual, endpoints=taps, scope="block")
         project = [v for v in tf.compat.v1.global_variables() if v.op.name == "block/project/weights"][0]
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             session.run(project.assign(tf.zeros_like(project)))
             actual = session.run(output)
-    assert sorted(taps) == ["depthwise_output", "expansion_output", "output"]
+    assert sorted(taps) == ["depthwise_output", "expansion_output", "projection_output"]
     np.testing.assert_allclose(actual, inputs if residual else np.zeros_like(inputs), atol=FLOAT32_TOLERANCE)
 
 
@@ -265,17 +238,17 @@ def _build_error(**kwargs) -> str:
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, images_shape)
         with pytest.raises(ValueError) as error:
-            mobilenet_v2.mobilenet_v2(images, **kwargs)
+            mobilenet_v2.mobilenet(images, **kwargs)
     return str(error.value)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [
-        ({"depth_multiplier": 0.0}, "depth_multiplier"),
-        ({"num_classes": -3}, "num_classes"),
-        ({"min_depth": 0}, "min_depth"),
-        ({"images_shape": [SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3]}, "inputs"),
+        ({"depth_multiplier": 0.0}, "multiplier"),
+        ({"multiplier": 0.5}, "depth_multiplier"),
+        ({"output_stride": 3}, "Output stride"),
+        ({"images_shape": [SMALLEST_IMAGE_SIZE, SMALLEST_IMAGE_SIZE, 3]}, "rank 4"),
     ],
 )
 def test_bad_arguments_are_rejected_with_the_argument_named(kwargs: dict, argument: str) -> None:
