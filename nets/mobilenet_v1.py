@@ -78,13 +78,16 @@ def _body_layers(
         else:
             layer_stride, layer_rate = conv_def.stride, 1
             current_stride *= conv_def.stride
-        if use_explicit_padding:
-            net = fixed_padding(net, conv_def.kernel, layer_rate)
         if isinstance(conv_def, Conv):
+            # As officially, a plain convolution keeps its own stride and no rate, even past output_stride.
+            if use_explicit_padding:
+                net = fixed_padding(net, conv_def.kernel)
             name = f"Conv2d_{index}"
-            net = slim.conv2d(net, depth(conv_def.depth), conv_def.kernel, stride=layer_stride, scope=name)
+            net = slim.conv2d(net, depth(conv_def.depth), conv_def.kernel, stride=conv_def.stride, scope=name)
             yield name, net
             continue
+        if use_explicit_padding:
+            net = fixed_padding(net, conv_def.kernel, layer_rate)
         name = f"Conv2d_{index}_depthwise"
         net = slim.separable_conv2d(
             net, None, conv_def.kernel, depth_multiplier=1, stride=layer_stride, rate=layer_rate, scope=name

@@ -138,27 +138,6 @@ V3_LARGE = dict(
     ] + _head(960, 1280, hard_swish),
 )
 
-V3_LARGE_MINIMALISTIC = dict(
-    defaults=dict(DEFAULTS),
-    spec=_stem(16, None) + [
-        mbv3_op(ef=1, n=16, k=3),
-        mbv3_op(ef=4, n=24, k=3, s=2),
-        mbv3_op(ef=3, n=24, k=3, s=1),
-        mbv3_op(ef=3, n=40, k=3, s=2),
-        mbv3_op(ef=3, n=40, k=3, s=1),
-        mbv3_op(ef=3, n=40, k=3, s=1),
-        mbv3_op(ef=6, n=80, k=3, s=2),
-        mbv3_op(ef=2.5, n=80, k=3, s=1),
-        mbv3_op(ef=184 / 80.0, n=80, k=3, s=1),
-        mbv3_op(ef=184 / 80.0, n=80, k=3, s=1),
-        mbv3_op(ef=6, n=112, k=3, s=1),
-        mbv3_op(ef=6, n=112, k=3, s=1),
-        mbv3_op(ef=6, n=160, k=3, s=2),
-        mbv3_op(ef=6, n=160, k=3, s=1),
-        mbv3_op(ef=6, n=160, k=3, s=1),
-    ] + _head(960, 1280, None),
-)
-
 V3_SMALL = dict(
     defaults=dict(DEFAULTS),
     spec=_stem(16, hard_swish) + [
@@ -176,22 +155,21 @@ V3_SMALL = dict(
     ] + _head(576, 1024, hard_swish),
 )
 
-V3_SMALL_MINIMALISTIC = dict(
-    defaults=dict(DEFAULTS),
-    spec=_stem(16, None) + [
-        mbv3_op(ef=1, n=16, k=3, s=2),
-        mbv3_op(ef=72.0 / 16, n=24, k=3, s=2),
-        mbv3_op(ef=88.0 / 24, n=24, k=3, s=1),
-        mbv3_op(ef=4, n=40, k=3, s=2),
-        mbv3_op(ef=6, n=40, k=3, s=1),
-        mbv3_op(ef=6, n=40, k=3, s=1),
-        mbv3_op(ef=3, n=48, k=3, s=1),
-        mbv3_op(ef=3, n=48, k=3, s=1),
-        mbv3_op(ef=6, n=96, k=3, s=2),
-        mbv3_op(ef=6, n=96, k=3, s=1),
-        mbv3_op(ef=6, n=96, k=3, s=1),
-    ] + _head(576, 1024, None),
-)
+
+def _minimalistic(conv_defs: dict) -> dict:
+    """The "minimalistic" form of a v3 def: ReLU everywhere, no squeeze-excite, 3x3 depthwise kernels."""
+    simplified = copy.deepcopy(conv_defs)
+    for layer in simplified["spec"]:
+        if layer.op is ops.expanded_conv:
+            layer.params.update(kernel_size=(3, 3), inner_activation_fn=tf.nn.relu, expansion_transform=None)
+        else:
+            layer.params.pop("activation_fn", None)  # the defaults' ReLU
+    return simplified
+
+
+V3_LARGE_MINIMALISTIC = _minimalistic(V3_LARGE)
+V3_SMALL_MINIMALISTIC = _minimalistic(V3_SMALL)
+
 
 V3_EDGETPU = dict(
     defaults=dict(DEFAULTS),

@@ -236,15 +236,3 @@ def test_v1_logits_keep_their_spatial_dimensions_without_squeeze() -> None:
     assert logits.shape.as_list() == [1, 1, 1, 7]
     assert end_points["Predictions"].shape.as_list() == [1, 1, 1, 7]
 
-
-def test_v1_arg_scope_regularizes_depthwise_kernels_only_when_asked() -> None:
-    def regularized_kinds(regularize_depthwise: bool) -> set:
-        with tf.Graph().as_default():
-            with slim.arg_scope(mobilenet_v1.mobilenet_v1_arg_scope(regularize_depthwise=regularize_depthwise)):
-                mobilenet_v1.mobilenet_v1_base(_placeholder(), final_endpoint="Conv2d_1_pointwise")
-            losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
-        return {loss.op.name.split("/Regularizer")[0].rsplit("/", 1)[-1] for loss in losses}
-
-    # Each loss is named <layer scope>/<kernel kind>/Regularizer/...
-    assert regularized_kinds(False) == {"kernel"}
-    assert regularized_kinds(True) == {"kernel", "depthwise_kernel"}
