@@ -113,3 +113,13 @@ def wrapped_partial(func: Callable, *args, **kwargs) -> Callable:
     partial_func = functools.partial(func, *args, **kwargs)
     functools.update_wrapper(partial_func, func)
     return partial_func
+
+
+def reject_generic_multiplier(kwargs: dict, network: str) -> None:
+    """Refuse ``multiplier=`` in a network function's ``kwargs``: its own argument is ``depth_multiplier``.
+
+    Raises:
+      ValueError: ``multiplier`` is in ``kwargs``.
+    """
+    if "multiplier" in kwargs:
+        raise ValueError(f"{network} doesn't support generic multiplier parameter use \"depth_multiplier\" instead.")

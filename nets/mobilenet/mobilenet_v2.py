@@ -13,7 +13,7 @@ from typing import Callable, Optional, Tuple
 import tensorflow as tf
 import tf_slim as slim
 
-from nets._impl.mobilenet_layers import wrapped_partial
+from nets._impl.mobilenet_layers import reject_generic_multiplier, wrapped_partial
 from nets.mobilenet import conv_blocks as ops
 from nets.mobilenet import mobilenet as lib
 
@@ -98,8 +98,7 @@ def mobilenet(
     """
     if conv_defs is None:
         conv_defs = V2_DEF
-    if "multiplier" in kwargs:
-        raise ValueError("mobilenetv2 doesn't support generic multiplier parameter use \"depth_multiplier\" instead.")
+    reject_generic_multiplier(kwargs, "mobilenetv2")
     if finegrain_classification_mode and depth_multiplier < 1:
         conv_defs = copy.deepcopy(conv_defs)
         conv_defs["spec"][-1].params["num_outputs"] /= depth_multiplier

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 import tf_slim as slim
 
+from nets._impl.mobilenet_layers import reject_generic_multiplier
 from nets.mobilenet import conv_blocks as ops
 from nets.mobilenet import mobilenet as lib
 
@@ -242,8 +243,7 @@ def mobilenet(
     """
     if conv_defs is None:
         conv_defs = V3_LARGE
-    if "multiplier" in kwargs:
-        raise ValueError("mobilenetv3 doesn't support generic multiplier parameter use \"depth_multiplier\" instead.")
+    reject_generic_multiplier(kwargs, "mobilenetv3")
     if finegrain_classification_mode:
         conv_defs = copy.deepcopy(conv_defs)
         conv_defs["spec"][-1] = conv_defs["spec"][-1]._replace(multiplier_func=_keep_depth)
