@@ -2,8 +2,9 @@
 
 The records use the keys of the official converters (``download_and_convert_mnist.py``,
 ``dataset_utils.image_to_tfexample``); the reader is the official ``datasets/mnist.py`` recipe
-(``slim.dataset.Dataset`` with a ``TFExampleDecoder`` and ``tfexample_decoder.Image``), so these
-tests go through tf_slim's reader exactly as a user's copy of the official scripts does.
+(``official_style_train.get_split``: ``slim.dataset.Dataset`` with a ``TFExampleDecoder`` and
+``tfexample_decoder.Image``), so these tests go through tf_slim's reader as a user's copy of the
+official scripts does.
 """
 
 from typing import Callable, Sequence
@@ -14,6 +15,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import datasets_support
+import official_style_train
 from slim_mp.datasets import tfrecord_format
 
 RecordWriter = Callable[[str, np.ndarray, Sequence[int], str], str]
@@ -30,25 +32,6 @@ def _write_records(path: str, images: np.ndarray, labels: Sequence[int], image_f
     return path
 
 
-def _official_dataset(file_pattern: str, num_samples: int, shape: Sequence[int] = (28, 28, 1),
-                      num_classes: int = 10) -> slim.dataset.Dataset:
-    """The official ``datasets/mnist.py`` dataset definition over ``file_pattern``."""
-    keys_to_features = {
-        "image/encoded": tf.io.FixedLenFeature((), tf.string, default_value=""),
-        "image/format": tf.io.FixedLenFeature((), tf.string, default_value="raw"),
-        "image/class/label": tf.io.FixedLenFeature([1], tf.int64, default_value=tf.zeros([1], dtype=tf.int64)),
-    }
-    items_to_handlers = {
-        "image": slim.tfexample_decoder.Image(shape=list(shape), channels=shape[-1]),
-        "label": slim.tfexample_decoder.Tensor("image/class/label", shape=[]),
-    }
-    decoder = slim.tfexample_decoder.TFExampleDecoder(keys_to_features, items_to_handlers)
-    return slim.dataset.Dataset(
-        data_sources=file_pattern, reader=tf.compat.v1.TFRecordReader, decoder=decoder,
-        num_samples=num_samples, items_to_descriptions={"image": "an image", "label": "its class"},
-        num_classes=num_classes)
-
-
 @pytest.fixture
 def write_official_records() -> RecordWriter:
     """``write(path, images, labels, image_format)`` -> path of an official-format TFRecord file."""
@@ -58,7 +41,7 @@ def write_official_records() -> RecordWriter:
 @pytest.fixture
 def official_dataset() -> DatasetMaker:
     """``make(file_pattern, num_samples, shape=(28, 28, 1))`` -> the official tf_slim Dataset."""
-    return _official_dataset
+    return official_style_train.get_split
 
 
 @pytest.fixture
