@@ -48,19 +48,21 @@ MOVED_SYMBOLS: Tuple[MovedSymbol, ...] = (
     MovedSymbol("tensorflow.python.framework.ops", "Tensor", "tensorflow.python.framework.tensor", "Tensor",
                 "multiply_gradients and slim.utils.constant_value"),
     MovedSymbol(f"{_OPS}.array_ops", "stack", f"{_OPS}.array_ops_stack", "stack",
-                "every image decode of tfexample_decoder (Image, BoundingBox), so DatasetDataProvider; "
-                "slim.legacy_fully_connected and layers that stack shapes"),
+                "tfexample_decoder.Tensor with shape_keys and SparseTensor, the thresholded streaming "
+                "metrics (streaming_auc, *_at_thresholds), streaming_concat, slim.legacy_fully_connected"),
     MovedSymbol(f"{_OPS}.array_ops", "unstack", f"{_OPS}.array_ops_stack", "unstack",
-                "slim.legacy_fully_connected and unstack-based layers"),
+                "slim.legacy_fully_connected on inputs of rank > 2"),
     MovedSymbol(f"{_OPS}.control_flow_ops", "cond", f"{_OPS}.cond", "cond",
-                "tfexample_decoder.Image (choice of decoder), slim.batch_norm/dropout with a tensor "
-                "is_training (layers.utils.smart_cond), the thresholded streaming metrics"),
+                "tfexample_decoder.Image (JPEG check) and BackupHandler, slim.batch_norm/dropout with a "
+                "tensor is_training (layers.utils.smart_cond), streaming_dynamic_auc, streaming_concat, "
+                "precision_at_recall"),
     MovedSymbol(f"{_OPS}.control_flow_ops", "case", f"{_OPS}.control_flow_case", "case",
-                "tfexample_decoder.Image decoding by image/format, so every DatasetDataProvider read"),
+                "tfexample_decoder.Image (decoder chosen by image/format), so every image read by "
+                "DatasetDataProvider"),
     MovedSymbol(f"{_OPS}.control_flow_ops", "Assert", f"{_OPS}.control_flow_assert", "Assert",
                 "slim.metrics.auc_using_histogram (histogram_ops)"),
     MovedSymbol(f"{_OPS}.control_flow_ops", "while_loop", f"{_OPS}.while_loop", "while_loop",
-                "slim.losses.metric_learning (lifted struct, npairs, cluster loss)"),
+                "slim.losses.metric_learning.cluster_loss"),
     MovedSymbol(f"{_OPS}.variable_scope", "variable", f"{_OPS}.variable_v1", "VariableV1",
                 "slim.local_variable and slim.global_variable, so the streaming metrics' counters"),
     MovedSymbol(f"{_OPS}.variables", "VariableV1", f"{_OPS}.variable_v1", "VariableV1",
