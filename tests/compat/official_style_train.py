@@ -1,0 +1,129 @@
+"""A user's training script in the style of the official TF-Slim ``train_image_classifier.py``, plus its eval.
+
+What a user has: tf_slim's reader (``slim.dataset.Dataset`` + ``DatasetDataProvider`` +
+``tf.train.batch``) over official-format TFRecords, ``slim.learning.create_train_op`` and
+``slim.learning.train``, then ``slim.evaluation.evaluate_once`` with streaming metrics. What they add
+for mixed precision: ``import slim_mp`` and one ``enable_mixed_precision`` line after the optimizer
+is built. ``tf.disable_eager_execution()`` is what any TF1-style script needs under TF 2.21.
+
+``--mode=train`` prints one JSON line with the low-precision Conv2D count and the rewrite summary,
+``--mode=eval`` one with the streaming accuracy, ``--mode=train_and_eval`` both (one TensorFlow
+start-up instead of two). The network is a small LeNet-like
+convnet so the test stays fast; ``get_split`` is the official ``datasets/mnist.py`` recipe.
+"""
+
+import json
+import os
+
+import tensorflow.compat.v1 as tf
+import tf_slim as slim
+
+import slim_mp
+
+NUM_CLASSES = 10
+IMAGE_SHAPE = (28, 28, 1)
+
+FLAGS = tf.app.flags.FLAGS
+
+
+def get_split(file_pattern: str, num_samples: int, shape=IMAGE_SHAPE, num_classes: int = NUM_CLASSES):
+    """The official ``datasets/mnist.py`` dataset over ``file_pattern`` (keys of download_and_convert_mnist)."""
+    keys_to_features = {
+        "image/encoded": tf.FixedLenFeature((), tf.string, default_value=""),
+        "image/format": tf.FixedLenFeature((), tf.string, default_value="raw"),
+        "image/class/label": tf.FixedLenFeature([1], tf.int64, default_value=tf.zeros([1], dtype=tf.int64)),
+    }
+    items_to_handlers = {
+        "image": slim.tfexample_decoder.Image(shape=list(shape), channels=shape[-1]),
+        "label": slim.tfexample_decoder.Tensor("image/class/label", shape=[]),
+    }
+    decoder = slim.tfexample_decoder.TFExampleDecoder(keys_to_features, items_to_handlers)
+    return slim.dataset.Dataset(
+        data_sources=file_pattern, reader=tf.TFRecordReader, decoder=decoder, num_samples=num_samples,
+        items_to_descriptions={"image": "a grayscale image", "label": "its class"}, num_classes=num_classes)
+
+
+def small_lenet(images, is_training: bool):
+    """LeNet's layout (conv, pool, conv, pool, fc, dropout, fc) at a quarter of its width."""
+    with slim.arg_scope([slim.conv2d, slim.fully_connected], activation_fn=tf.nn.relu,
+                        weights_initializer=tf.truncated_normal_initializer(stddev=0.1)):
+        net = slim.conv2d(images, 8, [5, 5], scope="conv1")
+        net = slim.max_pool2d(net, [2, 2], 2, scope="pool1")
+        net = slim.conv2d(net, 16, [5, 5], scope="conv2")
+        net = slim.max_pool2d(net, [2, 2], 2, scope="pool2")
+        net = slim.fully_connected(slim.flatten(net), 64, scope="fc3")
+        net = slim.dropout(net, 0.9, is_training=is_training, scope="dropout3")
+        return slim.fully_connected(net, NUM_CLASSES, activation_fn=None, scope="fc4")
+
+
+def _batch(split_name: str, num_samples: int, shuffle: bool):
+    dataset = get_split(os.path.join(FLAGS.dataset_dir, f"mnist_{split_name}.tfrecord"), num_samples)
+    provider = slim.dataset_data_provider.DatasetDataProvider(
+        dataset, num_readers=1, shuffle=shuffle, common_queue_capacity=4 * FLAGS.batch_size,
+        common_queue_min=2 * FLAGS.batch_size)
+    image, label = provider.get(["image", "label"])
+    image = (tf.to_float(image) - 128.0) / 128.0  # the official lenet_preprocessing scaling
+    return tf.train.batch([image, label], batch_size=FLAGS.batch_size, num_threads=1,
+                          capacity=5 * FLAGS.batch_size)
+
+
+def train() -> dict:
+    with tf.Graph().as_default():
+        global_step = slim.create_global_step()
+        images, labels = _batch("train", FLAGS.num_samples, shuffle=True)
+        logits = small_lenet(images, is_training=True)
+        slim.losses.softmax_cross_entropy(logits, slim.one_hot_encoding(labels, NUM_CLASSES))
+        total_loss = slim.losses.get_total_loss()
+        optimizer = tf.train.MomentumOptimizer(FLAGS.learning_rate, 0.9)
+        if FLAGS.precision != "float32":
+            optimizer = slim_mp.enable_mixed_precision(optimizer, precision=FLAGS.precision)
+        train_op = slim.learning.create_train_op(total_loss, optimizer, global_step=global_step)
+        low_precision_convs = [op.name for op in tf.get_default_graph().get_operations()
+                               if op.type == "Conv2D" and op.get_attr("T") != tf.float32]
+        final_loss = slim.learning.train(train_op, FLAGS.train_dir, number_of_steps=FLAGS.max_number_of_steps,
+                                         log_every_n_steps=FLAGS.max_number_of_steps, save_summaries_secs=600)
+        reports = getattr(optimizer, "rewrite_reports", [])
+        return {"final_loss": float(final_loss), "low_precision_convs": len(low_precision_convs),
+                "rewrite": reports[0].summary() if reports else None}
+
+
+def evaluate() -> dict:
+    with tf.Graph().as_default():
+        slim.get_or_create_global_step()
+        images, labels = _batch("test", FLAGS.eval_num_samples, shuffle=False)
+        predictions = tf.argmax(small_lenet(images, is_training=False), 1)
+        values, updates = slim.metrics.aggregate_metric_map({
+            "accuracy": slim.metrics.streaming_accuracy(predictions, labels)})
+        checkpoint = tf.train.latest_checkpoint(FLAGS.train_dir)
+        results = slim.evaluation.evaluate_once(
+            "", checkpoint, os.path.join(FLAGS.train_dir, "eval"), num_evals=FLAGS.eval_num_samples // FLAGS.batch_size,
+            eval_op=list(updates.values()), final_op=values)
+        return {"checkpoint": checkpoint, "accuracy": float(results["accuracy"])}
+
+
+def define_flags() -> None:
+    """The script's flags; defined only when run as a script, so importing ``get_split`` defines none."""
+    tf.app.flags.DEFINE_string("mode", "train", "train, eval or train_and_eval (one process, as the test runs it)")
+    tf.app.flags.DEFINE_string("dataset_dir", None, "folder of mnist_<split>.tfrecord")
+    tf.app.flags.DEFINE_string("train_dir", None, "checkpoints")
+    tf.app.flags.DEFINE_integer("num_samples", None, "records in the train split")
+    tf.app.flags.DEFINE_integer("eval_num_samples", None, "records in the test split (a multiple of batch_size)")
+    tf.app.flags.DEFINE_integer("batch_size", 32, "batch size")
+    tf.app.flags.DEFINE_integer("max_number_of_steps", 50, "training steps")
+    tf.app.flags.DEFINE_float("learning_rate", 0.05, "momentum optimizer learning rate")
+    tf.app.flags.DEFINE_string("precision", "bfloat16", "float32 (no slim_mp line), bfloat16 or float16")
+
+
+def main(_) -> None:
+    results = {}
+    if FLAGS.mode in ("train", "train_and_eval"):
+        results.update(train())
+    if FLAGS.mode in ("eval", "train_and_eval"):
+        results.update(evaluate())
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    define_flags()
+    tf.disable_eager_execution()
+    tf.app.run()
