@@ -171,6 +171,8 @@ class PlacementPlan:
     candidates: List[dict] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     source: str = "measured"
+    # False when nothing was timed and the static painting applies (a precision the device emulates).
+    timed: bool = True
 
     def as_json(self) -> dict:
         """The plan as plain JSON values."""
@@ -637,6 +639,17 @@ def _measured_plan(region: Region, config: PaintConfig, options: PlacementOption
                     for candidate, labels in sorted(found.items(), key=lambda item: estimate(item[0].demoted))],
         seconds=time.perf_counter() - started,
     )
+
+
+def emulated_placement(emulation: str) -> PlacementPlan:
+    """The plan for a precision the device only emulates (float16 on a CPU): the static painting, nothing timed.
+
+    Emulated kernels are always slower, so timing would keep every op float32 and hide the precision's
+    numerics; the static painting runs them (slowly), so float16 can be checked on a CPU before a GPU run.
+    """
+    return PlacementPlan(float32_ops={}, low_ops=[], timed=False, source=(
+        f"static painting, not timed: {emulation.rstrip('.')}; timing would keep every op float32, so the "
+        "precision runs emulated for its numerics"))
 
 
 def _read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:

@@ -101,6 +101,8 @@ class RewriteReport:
 
 def _placement_line(plan: Dict[str, Any], precision: str) -> str:
     """One line on the measured placement: ops kept float32, estimated step, where the decision came from."""
+    if not plan["timed"]:
+        return f"  placement: {plan['source']}"
     line = (f"  placement: measured ({plan['source']}), {len(plan['float32_ops'])} allow ops kept float32 as "
             f"slower in {precision} on this device, {len(plan['low_ops'])} measured faster")
     estimates = (plan.get("estimated_ms"), plan.get("static_estimated_ms"), plan.get("float32_estimated_ms"))

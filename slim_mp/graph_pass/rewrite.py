@@ -19,7 +19,8 @@ from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts
-from slim_mp.graph_pass.placement import PlacementOptions, PlacementPlan, measured_placement, resolve_placement
+from slim_mp.graph_pass.placement import (PlacementOptions, PlacementPlan, emulated_placement, measured_placement,
+                                          resolve_placement)
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
@@ -91,7 +92,10 @@ def plan_rewrite(
         region = select_region([fetches, update_ops])
     paint_config = PaintConfig(dtype, classes, list(keep_fp32_scopes), device)
     measured = None
-    if resolve_placement(placement) == "measured":
+    emulated = emulation_warning(dtype.name, device)
+    if resolve_placement(placement) == "measured" and emulated:
+        measured = emulated_placement(emulated)
+    elif resolve_placement(placement) == "measured":
         objectives = [t for t in tf.nest.flatten(fetches, expand_composites=True)
                       if isinstance(t, tf.Tensor) and t.dtype.is_floating]
         measured = measured_placement(region, paint_config, placement_options, objectives)

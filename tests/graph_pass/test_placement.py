@@ -401,3 +401,16 @@ def test_mp_placement_flag_is_checked_and_passed_to_the_rewrite():
     with pytest.raises(ValueError, match="--mp_placement=fastest: placement='fastest' is not a placement"):
         PrecisionOptions(precision="bfloat16", mp_placement="fastest")
     assert PrecisionOptions(precision="bfloat16", mp_placement="static").rewrite_options()["placement"] == "static"
+
+
+def test_float16_on_a_cpu_is_painted_statically_and_the_report_says_why(tmp_path):
+    # float16 is emulated on CPUs: timing would keep everything float32 and hide float16's numerics.
+    graph, loss = _conv_chain()
+    with graph.as_default():
+        with pytest.warns(UserWarning, match="float16 kernels on CPU are emulated"):
+            report = rewrite(loss, "float16", device_type="CPU", placement="measured",
+                             placement_options=PlacementOptions(cache_dir=str(tmp_path), measure=_refuse,
+                                                                measure_steps=_refuse_steps))
+    assert _op_dtype(graph, "conv0_fp16") == tf.float16
+    assert report.placement["timed"] is False and report.placement["float32_ops"] == {}
+    assert "static painting, not timed: float16 kernels on CPU are emulated" in report.summary()
