@@ -19,8 +19,8 @@ from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts
-from slim_mp.graph_pass.placement import (PlacementOptions, PlacementPlan, emulated_placement, measured_placement,
-                                          resolve_placement)
+from slim_mp.graph_pass.placement import (PlacementOptions, PlacementPlan, apply_placement, emulated_placement,
+                                          measured_placement, resolve_placement)
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
@@ -99,8 +99,7 @@ def plan_rewrite(
         objectives = [t for t in tf.nest.flatten(fetches, expand_composites=True)
                       if isinstance(t, tf.Tensor) and t.dtype.is_floating]
         measured = measured_placement(region, paint_config, placement_options, objectives)
-        paint_config.fixed_float32 = measured.float32_ops
-        paint_config.demote_tail = not measured.tail_low
+        paint_config = apply_placement(paint_config, measured.chosen())
     decisions, low = painted_low_ops(region, paint_config)
     return RewritePlan(dtype, device, region, decisions, low, measured)
 
@@ -223,6 +222,6 @@ def rewrite(
         unlisted_op_types=dict(unlisted),
         warnings=notes,
         seconds=time.perf_counter() - started,
-        placement=plan.placement.as_json() if plan.placement else None,
+        placement=plan.placement,
         _remap=remap,
     )

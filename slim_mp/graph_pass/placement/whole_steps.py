@@ -1,6 +1,6 @@
 """Time whole training steps of candidate placements, each on a standalone copy of the region.
 
-The per-op estimate of ``placement`` adds up the allow ops and the casts. It leaves out what goes
+The per-op estimate (``estimate``) adds up the allow ops and the casts. It leaves out what goes
 low around them (batch norm, activations, pooling, dropout), oneDNN's layout reorders and how the
 ops overlap, and on small networks these decide: cifarnet's fully connected layers are each faster
 in bfloat16, yet the estimate kept them float32. So when several placements are close by the
@@ -19,17 +19,18 @@ round-robin (``stopwatch``).
 
 import dataclasses
 import hashlib
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from slim_mp.graph_pass.op_classes import FUNCTION_OP_TYPES, RANDOM_OP_TYPES, SOURCE_OP_TYPES
 from slim_mp.graph_pass.paint import PaintConfig, is_variable_read
+from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
-from slim_mp.graph_pass.stopwatch import fastest_ms, first_values, random_variable
+from slim_mp.graph_pass.placement.stopwatch import fastest_ms, first_values, random_variable
 
 # Source ops a copy keeps: constants, and defaults it can compute itself.
 _KEPT_SOURCE_TYPES = frozenset({"Const", "PlaceholderWithDefault"})
@@ -135,14 +136,6 @@ def copy_region(region: Region, objectives: Sequence[tf.Tensor]) -> RegionCopy:
                       tuple(t.name for t in objectives), sinks)
 
 
-@dataclasses.dataclass(frozen=True)
-class StepCandidate:
-    """A placement to time: the allow ops (by name) kept float32, and whether the tail stays low."""
-
-    float32_ops: FrozenSet[str]
-    tail_low: bool = False
-
-
 @dataclasses.dataclass
 class CandidateStep:
     """One candidate's step, ready to run: ``session.run(target)`` runs forward, backward and the updates.
@@ -170,7 +163,7 @@ def _apply_with_zero_rate(value: tf.Tensor, gradient) -> tf.Operation:
                                             momentum=tf.constant(0.9, value.dtype))
 
 
-def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: StepCandidate,
+def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candidate,
                          training: bool = True) -> CandidateStep:
     """A session running one step of ``copy`` painted as ``candidate`` says."""
     graph = tf.Graph()
@@ -187,10 +180,7 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: StepC
         objectives = [graph.get_tensor_by_name(name) for name in copy.objectives]
         sinks = [graph.get_operation_by_name(name) for name in copy.sinks]
         region = select_region([objectives, sinks])
-        fixed = dict(config.fixed_float32)
-        fixed.update({name: "placement candidate" for name in candidate.float32_ops})
-        decisions, low = painted_low_ops(region, dataclasses.replace(config, fixed_float32=fixed,
-                                                                     demote_tail=not candidate.tail_low))
+        decisions, low = painted_low_ops(region, apply_placement(config, candidate))
         rebuilder = rebuild_low_precision(graph, low, {op: d.ports for op, d in decisions.items()}, config.precision)
         objectives, sinks = rebuilder.remap(objectives), rebuilder.remap(sinks)
         computed = list(objectives) + [op.outputs[0] for op in sinks if op.outputs]
@@ -209,7 +199,7 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: StepC
     return CandidateStep(session, target, substitutes)
 
 
-def time_candidate_steps(copy: RegionCopy, config: PaintConfig, candidates: Sequence[StepCandidate],
+def time_candidate_steps(copy: RegionCopy, config: PaintConfig, candidates: Sequence[Candidate],
                          training: bool = True, warmup: int = 2, runs: int = 7) -> List[Optional[float]]:
     """Fastest milliseconds of one step of each candidate, timed round-robin; None for one that fails to run."""
     steps: List[CandidateStep] = []
