@@ -83,13 +83,17 @@ def plan_rewrite(
     classes = default_classes(dtype).with_overrides(
         {name: list(types) for name, types in overrides.items()}, remove=list(remove)
     )
-    device = device_type or detected_device_type()
-    if device not in ("CPU", "GPU"):
-        raise ValueError(f"device_type={device_type!r} is not supported; use 'CPU' or 'GPU'.")
     region = select_region(fetches)
     update_ops = region.graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
     if include_update_ops and update_ops:
         region = select_region([fetches, update_ops])
+    # Where the step will run: the painting and every timing take their device from it.
+    placement_options = placement_options or PlacementOptions()
+    target = placement_options.target.placed(region.ops)
+    placement_options = dataclasses.replace(placement_options, target=target)
+    device = device_type or target.device_type() or detected_device_type()
+    if device not in ("CPU", "GPU"):
+        raise ValueError(f"device_type={device_type!r} is not supported; use 'CPU' or 'GPU'.")
     paint_config = PaintConfig(dtype, classes, list(keep_fp32_scopes), device)
     measured = None
     emulated = emulation_warning(dtype.name, device)

@@ -21,7 +21,7 @@ from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 import slim_mp
 from nets import nets_factory
 from slim_mp.devices import device_type
-from slim_mp.graph_pass.placement import PlacementOptions, PlacementPlan
+from slim_mp.graph_pass import PlacementOptions, PlacementPlan
 
 CONFIGS = ("float32", "slim_mp", "slim_mp_static", "grappler", "floor")
 # The placement each slim_mp configuration asks the pass for.

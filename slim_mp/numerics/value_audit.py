@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass.rewrite import RewritePlan, plan_rewrite
+from slim_mp.graph_pass import RewritePlan, plan_rewrite
 from slim_mp.loss_scale.finite_check import gradient_values
 from slim_mp.numerics.limits import HISTOGRAM_BINS, LOG2_HIGH, LOG2_LOW, TypeLimits, type_limits
 from slim_mp.precision import PrecisionLike, resolve_precision

@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 
 from slim_mp.graph_pass import placement
-from slim_mp.graph_pass.placement import OpSignature, OpTiming, PlacementOptions, measured, timing_cache
+from slim_mp.graph_pass.placement import OpSignature, OpTiming, PlacementOptions, measured, target, timing_cache
+from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.estimate import fit_cast_model
 from slim_mp.graph_pass.placement.micro_benchmark import micro_benchmark
 from slim_mp.graph_pass.placement.search import choose_demoted
@@ -264,8 +265,8 @@ def test_cache_hit_measures_nothing(tmp_path):
 
 def test_cache_is_keyed_by_device_and_tensorflow_version(tmp_path, monkeypatch):
     _rewrite(_conv_chain()[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)}))
-    other = measured.detect_device().__class__("CPU", "another CPU model")
-    monkeypatch.setattr(measured, "detect_device", lambda: other)
+    other = target.detect_device().__class__("CPU", "another CPU model")
+    monkeypatch.setattr(target, "detect_device", lambda: other)
     measure = FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)})
     _rewrite(_conv_chain()[1], tmp_path, measure)
     assert measure.asked, "another device must not reuse this device's timings"
@@ -451,3 +452,43 @@ def test_float16_on_a_cpu_is_painted_statically_and_the_report_says_why(tmp_path
     assert _op_dtype(graph, "conv0_fp16") == tf.float16
     assert report.placement.timed is False and report.placement.float32_ops == {}
     assert "static painting, not timed: float16 kernels on CPU are emulated" in report.summary()
+
+
+def test_the_measuring_target_is_where_the_ops_are_placed_and_keys_the_cache():
+    graph, loss = _conv_chain()
+    unplaced = graph.get_operations()
+    with graph.as_default(), tf.device("/job:worker/task:0/device:GPU:1"):
+        on_gpu = tf.nn.conv2d(tf.ones([1, 4, 4, 2]), tf.ones([1, 1, 2, 2]), strides=1, padding="SAME")
+    gpu = MeasuringTarget().placed([on_gpu.op])
+    assert gpu.device == "/job:worker/task:0/device:GPU:1"
+    assert (gpu.local_device(), gpu.device_type()) == ("/device:GPU:1", "GPU"), "timing runs in this process"
+    assert MeasuringTarget(device="/device:CPU:0").placed([on_gpu.op]).device_type() == "CPU", "explicit wins"
+    assert MeasuringTarget().placed(unplaced).local_device() == ""
+    keys = {MeasuringTarget().describe(), gpu.describe(), MeasuringTarget(training=False).describe()}
+    assert len(keys) == 3, "another device, or inference, never reuses a training step's timings"
+
+
+def test_a_cluster_sessions_grappler_options_reach_the_timing_sessions_and_the_key():
+    config = tf1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:0"])
+    config.graph_options.rewrite_options.remapping = config.graph_options.rewrite_options.OFF
+    cluster = MeasuringTarget(session_config=config)
+    timing = cluster.timing_config()
+    assert timing.graph_options.rewrite_options.remapping == timing.graph_options.rewrite_options.OFF
+    assert not timing.device_filters, "a local timing session has no cluster jobs to filter"
+    assert cluster.describe() != MeasuringTarget().describe()
+    with tf.Graph().as_default() as graph:
+        total = tf.reduce_sum(tf.ones([3]))
+    with cluster.session(graph) as session:
+        assert session.run(total) == 3.0
+
+
+def test_inference_timing_builds_no_backprop_ops(monkeypatch):
+    graphs = []
+    real_session = MeasuringTarget.session
+    monkeypatch.setattr(MeasuringTarget, "session", lambda self, graph: graphs.append(graph) or real_session(self, graph))
+    conv = op_signature(_conv_chain()[0].get_operation_by_name("conv0"))
+    for training in (True, False):
+        assert set(micro_benchmark([conv], tf.bfloat16, MeasuringTarget(training=training), warmup=1, runs=1)) == {conv}
+    backprop = [{op.type for op in graph.get_operations()} & {"Conv2DBackpropInput", "Conv2DBackpropFilter"}
+                for graph in graphs]
+    assert backprop == [{"Conv2DBackpropInput", "Conv2DBackpropFilter"}, set()]

@@ -143,3 +143,16 @@ def test_input_without_a_static_shape_cannot_be_copied():
         region = select_region(loss)
     with pytest.raises(ValueError, match="images:0 has no static shape"):
         copy_region(region, [loss])
+
+
+def test_an_inference_target_times_the_forward_step_only():
+    from slim_mp.graph_pass.placement import MeasuringTarget
+
+    graph, loss, _ = _small_net(dropout=False)
+    copy = _copy(graph, loss)
+    for training, expect_updates in ((True, True), (False, False)):
+        step = build_candidate_step(copy, CONFIG, Candidate(frozenset()), MeasuringTarget(training=training))
+        types = {op.type for op in step.session.graph.get_operations()}
+        step.session.close()
+        assert ("ResourceApplyMomentum" in types) is expect_updates
+        assert any(t.endswith("Grad") or "Backprop" in t for t in types) is expect_updates

@@ -10,6 +10,7 @@ One module per concern, lowest first:
 
 - ``signatures``: what an op's speed depends on (``OpSignature``) and its timing (``OpTiming``);
 - ``stopwatch`` / ``micro_benchmark``: timing primitives, and one op timed alone;
+- ``target``: where the step will run (``MeasuringTarget``: device, session options, training);
 - ``options``: ``PlacementOptions`` (every tuning value) and the placement names;
 - ``timing_cache``: the disk cache, fixed timings files, measuring what is missing;
 - ``candidate``: one placement compared (``Candidate``, with its reasons) and ``apply_placement``;
@@ -29,10 +30,11 @@ from slim_mp.graph_pass.placement.measured import measured_placement
 from slim_mp.graph_pass.placement.options import (CACHE_ENV, PLACEMENT_ENV, PLACEMENTS, TIMINGS_FILE_ENV,
                                                   PlacementOptions, default_placement, resolve_placement)
 from slim_mp.graph_pass.placement.plan import PlacementPlan, emulated_placement
+from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
 
 __all__ = [
     "Candidate", "apply_placement", "DECISIONS_FILE_NAME", "measured_placement", "CACHE_ENV", "PLACEMENT_ENV",
     "PLACEMENTS", "TIMINGS_FILE_ENV", "PlacementOptions", "default_placement", "resolve_placement",
-    "PlacementPlan", "emulated_placement", "OpSignature", "OpTiming",
+    "PlacementPlan", "emulated_placement", "MeasuringTarget", "OpSignature", "OpTiming",
 ]

@@ -15,7 +15,6 @@ from typing import List, Optional, Sequence
 
 import tensorflow as tf
 
-from slim_mp.devices import detect_device
 from slim_mp.graph_pass.paint import LOW, PaintConfig, paint
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.decisions import check_decisions_fit, wait_for_decisions, write_decisions
@@ -53,7 +52,7 @@ def _timed_steps(region: Region, config: PaintConfig, objectives: Sequence[tf.Te
         runs = int(min(options.max_step_runs, max(options.min_step_runs,
                                                   options.step_timing_ms / (longest_ms * len(timed) or 1.0))))
         measure = options.measure_steps or (lambda candidates: time_candidate_steps(
-            copy, config, candidates, options.training, warmup=1, runs=runs))
+            copy, config, candidates, options.target, warmup=1, runs=runs))
         try:
             times = measure(timed)
         except _STEP_ERRORS as error:
@@ -75,7 +74,7 @@ def _measured_plan(region: Region, config: PaintConfig, options: PlacementOption
     signatures = {op.name: op_signature(op) for op in allow}
     signatures = {name: s for name, s in signatures.items() if s is not None}
     wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
-    cache = TimingCache(cache_dir(options.cache_dir), detect_device().describe(), config.precision)
+    cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
     by_signature, measured, cached = timings_for(wanted, cache, options, config.precision)
     timings = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
     casts = fit_cast_model(by_signature, options.cast_sizes)
@@ -134,5 +133,5 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
                           "so this worker's graph may differ from the chief's.", stacklevel=2)
     plan = _measured_plan(region, config, options, objectives)
     if path and options.write_decisions:
-        write_decisions(path, plan, config.precision, detect_device().describe())
+        write_decisions(path, plan, config.precision, options.target.describe())
     return plan

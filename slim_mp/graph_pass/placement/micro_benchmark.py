@@ -12,6 +12,7 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming
+from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.stopwatch import fastest_ms, first_values, random_variable
 
 
@@ -61,25 +62,27 @@ def _train_target(signature: OpSignature, dtype: tf.DType, training: bool) -> tf
     return first_values([output, *gradients])
 
 
-def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, training: bool = True,
+def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, target: MeasuringTarget = MeasuringTarget(),
                     warmup: int = 2, runs: int = 7) -> Dict[OpSignature, OpTiming]:
     """Time each signature in float32 and in ``precision`` (a cast pair: low only) in one standalone session.
+
+    The ops run on ``target``'s device with its session options, forward and backward when it trains.
 
     A signature TensorFlow cannot build or run here (no kernel, unsupported data format) is left out.
     """
     graph = tf.Graph()
     targets: Dict[OpSignature, Tuple[tf.Tensor, tf.Tensor]] = {}
-    with graph.as_default():
+    with graph.as_default(), tf.device(target.local_device() or None):
         for signature in signatures:
             try:
                 with tf.name_scope(signature.op_type):
-                    targets[signature] = (_train_target(signature, tf.float32, training),
-                                          _train_target(signature, precision, training))
+                    targets[signature] = (_train_target(signature, tf.float32, target.training),
+                                          _train_target(signature, precision, target.training))
             except (TypeError, ValueError, LookupError, tf.errors.OpError):
                 continue
         init = tf.compat.v1.global_variables_initializer()
     timings: Dict[OpSignature, OpTiming] = {}
-    with tf.compat.v1.Session(graph=graph) as session:
+    with target.session(graph) as session:
         session.run(init)
         flat = [session.make_callable(target) for pair in targets.values() for target in pair]
         fastest = iter(fastest_ms(flat, warmup, runs))

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
+from slim_mp.graph_pass.placement.target import MeasuringTarget
 
 PLACEMENTS = ("measured", "static")
 PLACEMENT_ENV = "SLIM_MP_PLACEMENT"
@@ -50,8 +51,8 @@ class PlacementOptions:
     decisions: the test suite sets it); whole steps are then not timed.
 
     Measuring: ``measure`` / ``measure_steps`` replace the micro-benchmarks and the whole-step timing
-    (tests pass fakes). ``training``: time the backprop ops too (the pass runs before gradients are
-    taken). ``time_steps``: time close candidates as whole steps; False decides on the per-op estimate.
+    (tests pass fakes). ``target``: where the step will run (``MeasuringTarget``: device, session
+    options, training or inference); everything is timed there. ``time_steps``: time close candidates as whole steps; False decides on the per-op estimate.
     ``warmup`` / ``runs``: the micro-benchmarks' untimed and timed runs.
 
     Tuning: ``low_precision_margin``: low times count this fraction more in the estimate (what goes
@@ -73,7 +74,7 @@ class PlacementOptions:
     measure: Optional[Measure] = None
     time_steps: bool = True
     measure_steps: Optional[MeasureSteps] = None
-    training: bool = True
+    target: MeasuringTarget = MeasuringTarget()
     warmup: int = 2
     runs: int = 7
     low_precision_margin: float = 0.20

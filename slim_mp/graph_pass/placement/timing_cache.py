@@ -110,7 +110,7 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     missing = [s for s, timing in found.items() if not timing]
     timings = {s: OpTiming(*t) for s, t in found.items() if t}
     if missing:
-        measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.training,
+        measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target,
                                                                       options.warmup, options.runs))
         measured = measure(missing, precision)
         cache.add({s.key(): [t.float32_ms, t.low_ms] for s, t in measured.items()})

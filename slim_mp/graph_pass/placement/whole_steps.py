@@ -30,6 +30,7 @@ from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
+from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.stopwatch import fastest_ms, first_values, random_variable
 
 # Source ops a copy keeps: constants, and defaults it can compute itself.
@@ -164,10 +165,10 @@ def _apply_with_zero_rate(value: tf.Tensor, gradient) -> tf.Operation:
 
 
 def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candidate,
-                         training: bool = True) -> CandidateStep:
-    """A session running one step of ``copy`` painted as ``candidate`` says."""
+                         target: MeasuringTarget = MeasuringTarget()) -> CandidateStep:
+    """A session running one step of ``copy`` painted as ``candidate`` says, on ``target``'s device and options."""
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), tf.device(target.local_device() or None):
         input_map, trainable = {}, []
         with tf.name_scope("placement_substitutes"):
             for substitute in copy.substitutes:
@@ -185,27 +186,28 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candi
         objectives, sinks = rebuilder.remap(objectives), rebuilder.remap(sinks)
         computed = list(objectives) + [op.outputs[0] for op in sinks if op.outputs]
         updates = []
-        if training and objectives and trainable:
+        if target.training and objectives and trainable:
             # Gated per op, as TF1 optimizers take them by default (GATE_OP): ungated, the low-precision
             # steps overlap their casts with other work and run up to 15% faster than training will.
             gradients = tf.gradients(objectives, trainable, gate_gradients=True)
             updates = [_apply_with_zero_rate(value, gradient) for value, gradient in zip(trainable, gradients)
                        if gradient is not None]
         with tf.control_dependencies(updates):
-            target = first_values(computed)
+            step = first_values(computed)
         init = tf.compat.v1.global_variables_initializer()
-    session = tf.compat.v1.Session(graph=graph)
+    session = target.session(graph)
     session.run(init)
-    return CandidateStep(session, target, substitutes)
+    return CandidateStep(session, step, substitutes)
 
 
 def time_candidate_steps(copy: RegionCopy, config: PaintConfig, candidates: Sequence[Candidate],
-                         training: bool = True, warmup: int = 2, runs: int = 7) -> List[Optional[float]]:
+                         target: MeasuringTarget = MeasuringTarget(), warmup: int = 2,
+                         runs: int = 7) -> List[Optional[float]]:
     """Fastest milliseconds of one step of each candidate, timed round-robin; None for one that fails to run."""
     steps: List[CandidateStep] = []
     try:
         for candidate in candidates:
-            steps.append(build_candidate_step(copy, config, candidate, training))
+            steps.append(build_candidate_step(copy, config, candidate, target))
         return fastest_ms([step.session.make_callable(step.target) for step in steps], warmup, runs)
     finally:
         for step in steps:
