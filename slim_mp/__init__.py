@@ -15,9 +15,7 @@ from slim_mp.loss_scale.managers import (  # noqa: E402
 )
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer  # noqa: E402
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision  # noqa: E402
-from slim_mp.graph_pass.op_classes import BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses  # noqa: E402
-from slim_mp.graph_pass.report import RewriteReport  # noqa: E402
-from slim_mp.graph_pass.rewrite import rewrite  # noqa: E402
+from slim_mp.graph_pass import BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses, RewriteReport, rewrite  # noqa: E402
 from slim_mp.numerics.layer_diff import LayerDiff, layer_diff  # noqa: E402
 from slim_mp.numerics.value_audit import AuditResult, audit  # noqa: E402
 

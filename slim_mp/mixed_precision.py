@@ -9,8 +9,7 @@ from slim_mp.loss_scale.managers import FixedLossScaleManager, LossScaleManager
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
 from slim_mp.loss_scale.policy import LossScaleLike, make_loss_scale_manager
 from slim_mp.precision import PrecisionLike, resolve_precision
-from slim_mp.graph_pass.report import RewriteReport
-from slim_mp.graph_pass.rewrite import rewrite
+from slim_mp.graph_pass import RewriteReport, rewrite
 from slim_mp.numerics.nonfinite import NonfiniteProbe
 
 

@@ -1,10 +1,14 @@
 """Shared pytest setup for the whole suite.
 
 - Quiet TensorFlow's C++ logs.
-- Static placement: graph-structure tests must not depend on this machine's timings (subprocesses
-  inherit it); tests/graph_pass/test_placement.py checks the measured placement with fake timings,
-  and a measured placement (benchmark configurations ask for one) caches its timings in a
-  temporary folder, not the user's cache.
+- The default placement, measured, made deterministic and free of timing: a fixed timings file
+  (``$SLIM_MP_TIMINGS_FILE``, inherited by subprocesses) says every op runs twice as fast in bfloat16
+  and twice as slow in float16 (as emulation on a CPU is), so every test and script run goes
+  through the measured placement's search, its decisions file and its report, and a float16 run
+  that the measured placement would silently keep float32 fails the float16 tests.
+  tests/graph_pass/test_placement.py checks the decisions with other fake timings. Timings of a
+  placement that does measure (a test passing its own options) go to a temporary folder, not the
+  user's cache.
 - Import ``slim_mp`` from this checkout (not an installed copy) and the shared helpers of
   ``tests/support`` (``graph_checks``, ``nets_checks``, ``reference``, ``script_runs``,
   ``datasets_support``) as top-level modules.
@@ -12,13 +16,29 @@
   test module has to import ``slim_mp`` only for its side effect.
 """
 
+import json
 import os
 import sys
 import tempfile
 
+# Milliseconds (float32, low) per op type; "*" for every type not named; a cast pair costs 1 us.
+FIXED_TIMINGS = {
+    "bfloat16": {"*": [1.0, 0.5], "Cast": [0.0, 0.001]},
+    "float16": {"*": [1.0, 2.0], "Cast": [0.0, 0.001]},
+}
+
+
+def _fixed_timings_file() -> str:
+    path = os.path.join(tempfile.mkdtemp(prefix="slim_mp_test_timings_"), "timings.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(FIXED_TIMINGS, handle)
+    return path
+
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("SLIM_MP_PLACEMENT", "static")
 os.environ.setdefault("SLIM_MP_CACHE_DIR", tempfile.mkdtemp(prefix="slim_mp_test_cache_"))
+if "SLIM_MP_TIMINGS_FILE" not in os.environ:
+    os.environ["SLIM_MP_TIMINGS_FILE"] = _fixed_timings_file()
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(TESTS_DIR))

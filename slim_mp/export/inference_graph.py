@@ -122,7 +122,8 @@ def build_inference_graph(config: ExportConfig) -> InferenceGraph:
         logits, _ = network_fn(images)
         report = None
         if precision.mixed:
-            report = rewrite(logits, precision.precision, include_update_ops=False, **precision.rewrite_options())
+            report = rewrite(logits, precision.precision, include_update_ops=False,
+                             **precision.rewrite_options(training=False))
             logits = report.remap(logits)
         logits = tf.identity(tf.cast(logits, tf.float32), name=OUTPUT_NAMES[0])
         outputs = {

@@ -2,8 +2,23 @@
 
 One module per pipeline step, lowest first: ``region`` (which ops compute the fetches),
 ``op_classes`` and ``op_ports`` (op-type knowledge, plain data), ``paint`` (which ops go low),
-``placement`` (which allow ops pay in low precision on this device, measured and cached),
+``placement`` (a package: which allow ops pay in low precision where the step runs, measured and cached),
 ``refine`` (cast-saving demotions), ``rebuild`` (re-create the low ops and their casts),
 ``report`` (what was done and why), and ``rewrite`` (the pipeline). It imports nothing from
-loss scaling, training, distribution or measurement.
+loss scaling, training, distribution or measurement. The names other packages use are exported
+here; code outside ``graph_pass`` imports them from ``slim_mp.graph_pass``.
 """
+
+from slim_mp.graph_pass.op_classes import (BFLOAT16_CLASSES, FLOAT16_CLASSES, VARIABLE_OP_TYPES, OpClasses,
+                                           check_op_type)
+from slim_mp.graph_pass.placement import (DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, PlacementPlan,
+                                          default_placement, resolve_placement)
+from slim_mp.graph_pass.region import select_region
+from slim_mp.graph_pass.report import RewriteReport
+from slim_mp.graph_pass.rewrite import RewritePlan, plan_rewrite, rewrite
+
+__all__ = [
+    "BFLOAT16_CLASSES", "FLOAT16_CLASSES", "VARIABLE_OP_TYPES", "OpClasses", "check_op_type", "DECISIONS_FILE_NAME",
+    "MeasuringTarget", "PlacementOptions", "PlacementPlan", "default_placement", "resolve_placement", "select_region", "RewriteReport", "RewritePlan",
+    "plan_rewrite", "rewrite",
+]

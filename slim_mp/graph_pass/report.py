@@ -5,6 +5,7 @@ import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from slim_mp.graph_pass.conversions import Conversion
+from slim_mp.graph_pass.placement.plan import PlacementPlan
 
 _MAX_NAMES = 5
 
@@ -29,7 +30,7 @@ class RewriteReport:
     unlisted_op_types: Dict[str, int]
     warnings: List[str]
     seconds: float
-    placement: Optional[Dict[str, Any]] = None
+    placement: Optional[PlacementPlan] = None
     _remap: Optional[Callable[[Any], Any]] = dataclasses.field(default=None, repr=False)
 
     @property
@@ -60,6 +61,7 @@ class RewriteReport:
         """JSON-ready summary (no TensorFlow objects)."""
         result = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.startswith("_")}
         result["conversions"] = [dataclasses.asdict(c) for c in self.conversions]
+        result["placement"] = self.placement.as_json() if self.placement else None
         result["class_counts"] = {
             c: {t: {"converted": n, "seen": m} for t, (n, m) in types.items()}
             for c, types in self.class_counts.items()
@@ -99,15 +101,17 @@ class RewriteReport:
         return "\n".join(lines)
 
 
-def _placement_line(plan: Dict[str, Any], precision: str) -> str:
+def _placement_line(plan: PlacementPlan, precision: str) -> str:
     """One line on the measured placement: ops kept float32, estimated step, where the decision came from."""
-    line = (f"  placement: measured ({plan['source']}), {len(plan['float32_ops'])} allow ops kept float32 as "
-            f"slower in {precision} on this device, {len(plan['low_ops'])} measured faster")
-    estimates = (plan.get("estimated_ms"), plan.get("static_estimated_ms"), plan.get("float32_estimated_ms"))
+    if not plan.timed:
+        return f"  placement: {plan.source}"
+    line = (f"  placement: measured ({plan.source}), {len(plan.float32_ops)} allow ops kept float32 as "
+            f"slower in {precision} on this device, {len(plan.low_ops)} measured faster")
+    estimates = (plan.estimated_ms, plan.static_estimated_ms, plan.float32_estimated_ms)
     if None not in estimates:
-        line += (f"; estimated {plan['estimated_ms']:.1f} ms vs {plan['static_estimated_ms']:.1f} ms "
-                 f"with the static lists and {plan['float32_estimated_ms']:.1f} ms all in float32")
-    return line + f"; {plan['seconds']:.2f}s"
+        line += (f"; estimated {plan.estimated_ms:.1f} ms vs {plan.static_estimated_ms:.1f} ms "
+                 f"with the static lists and {plan.float32_estimated_ms:.1f} ms all in float32")
+    return line + f"; {plan.seconds:.2f}s"
 
 
 def group_float32_ops(entries: List[Tuple[str, str]]) -> Dict[str, List[str]]:

@@ -19,7 +19,8 @@ from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts
-from slim_mp.graph_pass.placement import PlacementOptions, PlacementPlan, measured_placement, resolve_placement
+from slim_mp.graph_pass.placement import (PlacementOptions, PlacementPlan, apply_placement, emulated_placement,
+                                          measured_placement, resolve_placement)
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
@@ -82,21 +83,27 @@ def plan_rewrite(
     classes = default_classes(dtype).with_overrides(
         {name: list(types) for name, types in overrides.items()}, remove=list(remove)
     )
-    device = device_type or detected_device_type()
-    if device not in ("CPU", "GPU"):
-        raise ValueError(f"device_type={device_type!r} is not supported; use 'CPU' or 'GPU'.")
     region = select_region(fetches)
     update_ops = region.graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
     if include_update_ops and update_ops:
         region = select_region([fetches, update_ops])
+    # Where the step will run: the painting and every timing take their device from it.
+    placement_options = placement_options or PlacementOptions()
+    target = placement_options.target.placed(region.ops)
+    placement_options = dataclasses.replace(placement_options, target=target)
+    device = device_type or target.device_type() or detected_device_type()
+    if device not in ("CPU", "GPU"):
+        raise ValueError(f"device_type={device_type!r} is not supported; use 'CPU' or 'GPU'.")
     paint_config = PaintConfig(dtype, classes, list(keep_fp32_scopes), device)
     measured = None
-    if resolve_placement(placement) == "measured":
+    emulated = emulation_warning(dtype.name, device)
+    if resolve_placement(placement) == "measured" and emulated:
+        measured = emulated_placement(emulated)
+    elif resolve_placement(placement) == "measured":
         objectives = [t for t in tf.nest.flatten(fetches, expand_composites=True)
                       if isinstance(t, tf.Tensor) and t.dtype.is_floating]
         measured = measured_placement(region, paint_config, placement_options, objectives)
-        paint_config.fixed_float32 = measured.float32_ops
-        paint_config.demote_tail = not measured.tail_low
+        paint_config = apply_placement(paint_config, measured.chosen())
     decisions, low = painted_low_ops(region, paint_config)
     return RewritePlan(dtype, device, region, decisions, low, measured)
 
@@ -219,6 +226,6 @@ def rewrite(
         unlisted_op_types=dict(unlisted),
         warnings=notes,
         seconds=time.perf_counter() - started,
-        placement=plan.placement.as_json() if plan.placement else None,
+        placement=plan.placement,
         _remap=remap,
     )

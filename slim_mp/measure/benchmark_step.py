@@ -21,7 +21,7 @@ from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 import slim_mp
 from nets import nets_factory
 from slim_mp.devices import device_type
-from slim_mp.graph_pass.placement import PlacementOptions
+from slim_mp.graph_pass import PlacementOptions, PlacementPlan
 
 CONFIGS = ("float32", "slim_mp", "slim_mp_static", "grappler", "floor")
 # The placement each slim_mp configuration asks the pass for.
@@ -37,7 +37,7 @@ class BenchmarkStep:
     train_op: tf.Operation
     pass_seconds: Optional[float] = None
     graph_casts: Optional[int] = None
-    placement: Optional[dict] = None
+    placement: Optional[PlacementPlan] = None
 
 
 def _low_precision_getter(precision: tf.DType):

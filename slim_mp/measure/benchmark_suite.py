@@ -244,7 +244,7 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
             casts_in_graph=steps[label].graph_casts, pass_seconds=steps[label].pass_seconds,
             peak_memory_bytes=memory[label].peak_bytes, baseline_memory_bytes=memory[label].baseline_bytes,
             memory_method=memory[label].method,
-            placement_float32_ops=len(plan["float32_ops"]) if plan else None))
+            placement_float32_ops=len(plan.float32_ops) if plan else None))
     return results
 
 

@@ -26,7 +26,8 @@ from slim_mp.devices import device_type
 
 _RESULT_PREFIX = "peak_memory_result="
 _ERROR_PREFIX = "peak_memory_error="
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The checkout holding slim_mp/ and nets/, put first on the subprocess's path (slim_mp/measure/ -> checkout).
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _TIMEOUT_S = 3600
 _EXIT_BAD_INPUT = 2
 RSS_METHOD = "peak resident set size of the process (resource.getrusage ru_maxrss)"

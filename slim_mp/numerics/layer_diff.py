@@ -14,8 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass.report import RewriteReport
-from slim_mp.graph_pass.rewrite import rewrite
+from slim_mp.graph_pass import RewriteReport, rewrite
 from slim_mp.precision import PrecisionLike, resolve_precision
 
 

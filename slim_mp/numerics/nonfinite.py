@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass.region import select_region
+from slim_mp.graph_pass import select_region
 from slim_mp.precision import LOW_PRECISIONS
 
 # Ops that hand out a new batch on every run: their outputs are captured and fed back.

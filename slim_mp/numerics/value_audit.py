@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass.rewrite import RewritePlan, plan_rewrite
+from slim_mp.graph_pass import RewritePlan, plan_rewrite
 from slim_mp.loss_scale.finite_check import gradient_values
 from slim_mp.numerics.limits import HISTOGRAM_BINS, LOG2_HIGH, LOG2_LOW, TypeLimits, type_limits
 from slim_mp.precision import PrecisionLike, resolve_precision
@@ -210,9 +210,9 @@ def _overflowing_scopes(fetches: Any, plan: RewritePlan, activations: List[OpRan
     if not scopes:
         return (), plan
     kept = list(rewrite_options.get("keep_fp32_scopes", ()))
-    options = {k: v for k, v in rewrite_options.items() if k != "keep_fp32_scopes"}
+    options = {k: v for k, v in rewrite_options.items() if k not in ("keep_fp32_scopes", "placement")}
     for _ in range(MAX_SCOPE_ROUNDS):
-        plan = plan_rewrite(fetches, plan.dtype, keep_fp32_scopes=kept + sorted(scopes), **options)
+        plan = plan_rewrite(fetches, plan.dtype, keep_fp32_scopes=kept + sorted(scopes), placement="static", **options)
         low = set(plan.low_ops)
         added = {op_scope(op.name) for op in plan.low_ops
                  if any(t.name in overflowing and t.op not in low for t in _low_inputs(plan, op))} - scopes
@@ -241,6 +241,8 @@ def audit(
 ) -> AuditResult:
     """Measure, on the float32 graph, the values the ops ``slim_mp.rewrite(fetches, precision)`` would lower reach.
 
+    The ops audited are those of the static painting (``placement="static"``), whatever the placement
+    option says: a what-if of ranges, the same on every device and under any load.
     Run it on a float32 graph whose variables are initialised in ``session``; it adds stat ops
     (and the gradients of ``loss``) to that graph, so audit a graph you will not rewrite afterwards.
     Each of the ``steps`` runs evaluates one batch at the current weights (nothing is trained).
@@ -254,7 +256,8 @@ def audit(
       loss: the scalar whose gradients are audited; defaults to ``fetches`` when that is one scalar.
         Without a loss only activations are audited.
       steps: batches to run (>= 1).
-      **rewrite_options: as for ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...).
+      **rewrite_options: as for ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...); a
+        ``placement`` among them is ignored.
 
     Returns:
       The per-op ranges, the recommendation and the histograms.
@@ -266,7 +269,9 @@ def audit(
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps={steps!r} must be a positive integer; pass e.g. steps=5.")
     limits = type_limits(dtype)
-    plan = plan_rewrite(fetches, dtype, **rewrite_options)
+    # What the static painting would lower, whatever the placement: timing decides speed, not which
+    # values a precision can hold, and an audit must not depend on this machine's load or device.
+    plan = plan_rewrite(fetches, dtype, **dict(rewrite_options, placement="static"))
     if not plan.low_ops:
         raise ValueError(f"the pass would lower no op of these fetches to {dtype.name}; nothing to audit.")
     loss = loss if loss is not None else _single_scalar_loss(fetches)

@@ -9,8 +9,8 @@ import json
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from slim_mp.config_fields import option
-from slim_mp.graph_pass.placement import default_placement, resolve_placement
-from slim_mp.graph_pass.report import RewriteReport
+from slim_mp.graph_pass import (MeasuringTarget, PlacementOptions, RewriteReport, default_placement,
+                                resolve_placement)
 from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.policy import DYNAMIC, DynamicLossScale, make_loss_scale_manager, parse_loss_scale
 from slim_mp.precision import precision_name
@@ -58,14 +58,21 @@ class PrecisionOptions:
         """True when the graph is to be rewritten (float16 or bfloat16)."""
         return self.precision != "float32"
 
-    def rewrite_options(self) -> Dict[str, Any]:
-        """Keyword arguments for ``slim_mp.rewrite`` / ``enable_mixed_precision``."""
-        return {
+    def rewrite_options(self, training: bool = True) -> Dict[str, Any]:
+        """Keyword arguments for ``slim_mp.rewrite`` / ``enable_mixed_precision``.
+
+        ``training=False`` (evaluation, export): a measured placement times forward steps only, never
+        reusing a training step's timings.
+        """
+        options: Dict[str, Any] = {
             "allow": list(self.mp_allow_ops),
             "deny": list(self.mp_deny_ops),
             "keep_fp32_scopes": list(self.mp_keep_fp32_scopes),
             "placement": self.mp_placement,
         }
+        if not training:
+            options["placement_options"] = PlacementOptions(target=MeasuringTarget(training=False))
+        return options
 
 
 @dataclasses.dataclass(frozen=True)

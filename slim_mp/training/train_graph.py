@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import tensorflow as tf
 import tf_slim as slim
 
-from slim_mp.graph_pass.report import RewriteReport
+from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport
 from slim_mp.training.checkpoint_restore import InitFn, fine_tune_init_fn
 from slim_mp.distribute.clones import ClonePlacement, create_clones, scope_filter
 from slim_mp.distribute.cluster import ClusterLayout
@@ -21,7 +21,6 @@ from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.fault_injection import inject_nonfinite_gradients
 from slim_mp.training.input_pipeline import InputFeed, InputOptions, make_fed_iterator
 from slim_mp.training.learning_rate import make_learning_rate
-from slim_mp.graph_pass.placement import DECISIONS_FILE_NAME, PlacementOptions
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.training.model_setup import input_size, network_and_preprocessing
 from slim_mp.training.optimizers import make_optimizer
@@ -178,11 +177,12 @@ def training_input_iterator(config: TrainConfig, dataset: DatasetSpec, preproces
         return make_fed_iterator(dataset, preprocess, options)
 
 
-def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, is_chief: bool) -> tf1.train.Optimizer:
+def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, layout: ClusterLayout) -> tf1.train.Optimizer:
     """The optimizer of ``--optimizer``, wrapped for mixed precision unless ``--precision=float32``.
 
-    A measured placement is pinned in ``--train_dir/placement.json``: the chief writes it, a resumed
-    run and the other workers read it, so every replica builds the same graph.
+    A measured placement times where the step runs (the first clone's device, this worker's session
+    options) and is pinned in ``--train_dir/placement.json``: the chief writes it, a resumed run and
+    the other workers read it, so every replica builds the same graph.
     """
     optimizer = make_optimizer(config.optimizer_settings, learning_rate)
     precision = config.precision_options
@@ -191,10 +191,11 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, is_chief: bool) ->
     return enable_mixed_precision(
         optimizer, precision.precision, loss_scale=config.loss_scale_options.manager(precision.precision),
         count_skipped_steps=config.sync_replicas, debug_nonfinite=precision.mp_debug_nonfinite,
-        device_type="CPU" if config.clone_on_cpu else None,
         placement_options=PlacementOptions(
-            decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME), write_decisions=is_chief,
+            decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME), write_decisions=layout.is_chief,
             wait_seconds=PLACEMENT_WAIT_SECONDS,
+            target=MeasuringTarget(device=_clone_placement(config, layout).compute_device(0) or None,
+                                   session_config=layout.session_config(bfloat16=precision.precision == "bfloat16")),
         ),
         **precision.rewrite_options(),
     )
@@ -234,7 +235,7 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         learning_rate = make_learning_rate(
             config.learning_rate_settings, global_step, dataset.num_samples, images_per_update
         )
-        optimizer = _optimizer(config, learning_rate, layout.is_chief)
+        optimizer = _optimizer(config, learning_rate, layout)
         init_fn = fine_tune_init_fn(
             config.checkpoint_path, parse_scopes(config.checkpoint_exclude_scopes),
             config.ignore_missing_vars, config.train_dir,

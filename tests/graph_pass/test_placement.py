@@ -12,7 +12,12 @@ import pytest
 import tensorflow as tf
 
 from slim_mp.graph_pass import placement
-from slim_mp.graph_pass.placement import OpSignature, OpTiming, PlacementOptions
+from slim_mp.graph_pass.placement import OpSignature, OpTiming, PlacementOptions, measured, target, timing_cache
+from slim_mp.graph_pass.placement.target import MeasuringTarget
+from slim_mp.graph_pass.placement.estimate import fit_cast_model
+from slim_mp.graph_pass.placement.micro_benchmark import micro_benchmark
+from slim_mp.graph_pass.placement.search import choose_demoted
+from slim_mp.graph_pass.placement.signatures import cast_signature, op_signature
 from slim_mp.graph_pass.rewrite import rewrite
 
 tf1 = tf.compat.v1
@@ -102,22 +107,22 @@ def test_op_slower_in_low_precision_stays_float32_with_the_measured_times(tmp_pa
     assert reason == ("slower in bfloat16 on this device: 2.500 ms vs 1.000 ms in float32 "
                       "(forward + backward of this op alone)")
     assert not any(op.name.endswith("_bf16") for op in graph.get_operations())
-    assert report.placement["float32_ops"] == {"conv0": reason}
+    assert report.placement.float32_ops == {"conv0": reason}
 
 
 def test_op_faster_in_low_precision_is_converted(tmp_path):
     graph, loss = _conv_chain()
     report = _rewrite(loss, tmp_path, FakeMeasure({"Conv2D": OpTiming(float32_ms=4.0, low_ms=1.0)}))
     assert _op_dtype(graph, "conv0_bf16") == tf.bfloat16
-    assert report.placement["float32_ops"] == {}
-    assert report.placement["low_ops"] == ["conv0"]
+    assert report.placement.float32_ops == {}
+    assert report.placement.low_ops == ["conv0"]
 
 
 def test_op_only_slightly_faster_in_low_precision_stays_float32(tmp_path):
     # 10% faster is within the 20% margin charged for untimed costs (batch norm, reorders ...).
     report = _rewrite(_conv_chain()[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(float32_ms=1.0, low_ms=0.9)}))
-    assert list(report.placement["float32_ops"]) == ["conv0"]
-    assert report.placement["float32_ops"]["conv0"].startswith("slower in bfloat16 on this device: 1.080 ms vs 1.000")
+    assert list(report.placement.float32_ops) == ["conv0"]
+    assert report.placement.float32_ops["conv0"].startswith("slower in bfloat16 on this device: 1.080 ms vs 1.000")
 
 
 def test_signature_carries_real_shapes_and_attributes(tmp_path):
@@ -135,7 +140,7 @@ def test_expensive_casts_keep_a_region_float32_although_each_op_is_faster_alone(
     graph, loss = _conv_chain(num_convs=3)
     report = _rewrite(loss, tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 0.8)}, cast_ms=5.0))
     assert report.ops_converted == 0
-    reasons = report.placement["float32_ops"]
+    reasons = report.placement.float32_ops
     assert set(reasons) == {"conv0", "conv1", "conv2"}
     assert all("for its low region of 3 allow ops, casts included" in r for r in reasons.values())
 
@@ -152,10 +157,10 @@ def test_no_cast_ping_pong_for_one_slightly_slower_op_inside_a_low_region():
         borders = sum((a in demoted) != (b in demoted) for a, b in zip(ops, ops[1:]))
         return compute + 2.0 * borders
 
-    assert placement.choose_demoted(estimate, timings, [set(ops)]) == set()
+    assert choose_demoted(estimate, timings, [set(ops)], margin=0.2) == set()
     # Without the casts' cost the per-op answer wins: conv1 alone goes float32.
-    assert placement.choose_demoted(lambda d: estimate(d) - 2.0 * sum(
-        (a in d) != (b in d) for a, b in zip(ops, ops[1:])), timings, [set(ops)]) == {ops[1]}
+    assert choose_demoted(lambda d: estimate(d) - 2.0 * sum(
+        (a in d) != (b in d) for a, b in zip(ops, ops[1:])), timings, [set(ops)], margin=0.2) == {ops[1]}
 
 
 # Conv timings whose estimates disagree: +20% margin says float32 (1.08 vs 1.0), no margin says low.
@@ -167,12 +172,12 @@ def test_timed_whole_steps_overrule_the_estimate(tmp_path):
     graph, loss = _conv_chain(num_convs=3)
     steps = FakeSteps(lambda candidate: 5.0 + len(candidate.float32_ops))
     report = _rewrite(loss, tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
-    assert report.placement["float32_ops"] == {}
-    assert report.placement["low_ops"] == ["conv0", "conv1", "conv2"]
+    assert report.placement.float32_ops == {}
+    assert report.placement.low_ops == ["conv0", "conv1", "conv2"]
     assert _op_dtype(graph, "conv1_bf16") == tf.bfloat16
     (timed,) = steps.asked
     assert {frozenset(c.float32_ops) for c in timed} >= {frozenset(), frozenset({"conv0", "conv1", "conv2"})}
-    chosen = [c for c in report.placement["candidates"] if c["chosen"]]
+    chosen = [c for c in report.to_dict()["placement"]["candidates"] if c["chosen"]]
     assert [(c["float32_ops"], c["step_ms"]) for c in chosen] == [(0, 5.0)]
 
 
@@ -180,7 +185,7 @@ def test_ops_kept_float32_by_timed_steps_give_both_step_times(tmp_path):
     graph, loss = _conv_chain(num_convs=3)
     steps = FakeSteps(lambda candidate: 9.0 - len(candidate.float32_ops))
     report = _rewrite(loss, tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
-    reasons = report.placement["float32_ops"]
+    reasons = report.placement.float32_ops
     assert set(reasons) == {"conv0", "conv1", "conv2"} and report.ops_converted == 0
     # The fastest step with conv1 in bfloat16 (none demoted: 9 ms) against the chosen one (6 ms).
     assert reasons["conv1"].startswith("slower in bfloat16 on this device: 9.000 ms vs 6.000 ms in float32 "
@@ -191,7 +196,7 @@ def test_ops_kept_float32_by_timed_steps_give_both_step_times(tmp_path):
 def test_low_precision_must_beat_the_float32_step_by_one_percent(tmp_path, low_ms, expected_float32):
     steps = FakeSteps(lambda candidate: 10.0 if len(candidate.float32_ops) == 3 else low_ms)
     report = _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
-    reasons = report.placement["float32_ops"]
+    reasons = report.placement.float32_ops
     assert len(reasons) == expected_float32
     if expected_float32:
         assert reasons["conv1"].startswith("not worth bfloat16 on this device: 9.950 ms vs 10.000 ms in float32, "
@@ -203,14 +208,14 @@ def test_timed_steps_are_cached(tmp_path):
     first = _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
     again = _rewrite(_conv_chain(3)[1], tmp_path, _refuse, measure_steps=_refuse_steps)
     assert len(steps.asked) == 1
-    assert again.placement["float32_ops"] == first.placement["float32_ops"]
+    assert again.placement.float32_ops == first.placement.float32_ops
 
 
 def test_candidates_within_one_percent_are_not_timed(tmp_path):
     # 1.0 vs 0.999 ms: every placement estimates the same to 0.1%, below what a timing can tell apart.
     report = _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 1.0 / 1.2 - 0.001)}),
                       measure_steps=_refuse_steps)
-    assert all(c["step_ms"] is None for c in report.placement["candidates"])
+    assert all(c.step_ms is None for c in report.placement.candidates)
 
 
 def test_the_tail_kept_low_when_its_step_is_faster(tmp_path):
@@ -223,7 +228,7 @@ def test_the_tail_kept_low_when_its_step_is_faster(tmp_path):
     steps = FakeSteps(lambda candidate: 1.0 if candidate.tail_low else 2.0)
     path = str(tmp_path / "run" / "placement.json")
     report = _rewrite(loss, tmp_path, fast_conv, measure_steps=steps, decisions_file=path)
-    assert report.placement["tail_low"] is True
+    assert report.placement.tail_low is True
     assert _op_dtype(graph, "bias_bf16") == tf.bfloat16
     assert any(c.tail_low for c in steps.asked[0]) and any(not c.tail_low for c in steps.asked[0])
     # A resumed run (or a worker) keeps the tail low from the decisions file alone.
@@ -244,7 +249,7 @@ def test_a_region_that_cannot_be_copied_falls_back_to_the_estimate_with_a_warnin
         loss = tf.reduce_mean(net)
     with pytest.warns(UserWarning, match="cannot time whole steps"):
         report = _rewrite(loss, tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=_refuse_steps)
-    assert set(report.placement["float32_ops"]) == {"conv0", "conv1"}, "the +20% estimate decides"
+    assert set(report.placement.float32_ops) == {"conv0", "conv1"}, "the +20% estimate decides"
 
 
 def test_cache_hit_measures_nothing(tmp_path):
@@ -254,14 +259,14 @@ def test_cache_hit_measures_nothing(tmp_path):
     cached = os.listdir(tmp_path / "cache")
     assert len(cached) == 1 and cached[0].endswith(".json")
     report = _rewrite(_conv_chain()[1], tmp_path, _refuse)
-    assert set(report.placement["float32_ops"]) == {"conv0"}
-    assert report.placement["cached_signatures"] == 3 and report.placement["measured_signatures"] == 0
+    assert set(report.placement.float32_ops) == {"conv0"}
+    assert report.placement.cached_signatures == 3 and report.placement.measured_signatures == 0
 
 
 def test_cache_is_keyed_by_device_and_tensorflow_version(tmp_path, monkeypatch):
     _rewrite(_conv_chain()[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)}))
-    other = placement.detect_device().__class__("CPU", "another CPU model")
-    monkeypatch.setattr(placement, "detect_device", lambda: other)
+    other = target.detect_device().__class__("CPU", "another CPU model")
+    monkeypatch.setattr(target, "detect_device", lambda: other)
     measure = FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)})
     _rewrite(_conv_chain()[1], tmp_path, measure)
     assert measure.asked, "another device must not reuse this device's timings"
@@ -279,8 +284,8 @@ def test_decisions_file_is_written_then_reused_without_measuring(tmp_path):
     (tmp_path / "cache").rename(tmp_path / "old_cache")
     graph, loss = _conv_chain(2)
     again = _rewrite(loss, tmp_path, _refuse, decisions_file=path, write_decisions=False)
-    assert again.placement["float32_ops"] == first.placement["float32_ops"]
-    assert again.placement["source"] == f"reused from {path}"
+    assert again.placement.float32_ops == first.placement.float32_ops
+    assert again.placement.source == f"reused from {path}"
     assert again.ops_converted == 0
 
 
@@ -289,15 +294,47 @@ def test_worker_without_the_chiefs_file_warns_and_measures_itself(tmp_path):
     measure = FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)})
     with pytest.warns(UserWarning, match="did not appear within 0s; measuring here"):
         report = _rewrite(_conv_chain()[1], tmp_path, measure, decisions_file=path, write_decisions=False)
-    assert measure.asked and report.placement["source"] == "measured"
+    assert measure.asked and report.placement.source == "measured"
     assert not os.path.exists(path), "only the writer (the chief) writes the decisions file"
 
 
 def test_decisions_file_of_another_precision_is_an_error(tmp_path):
     path = tmp_path / "placement.json"
-    path.write_text(json.dumps({"precision": "float16", "float32_ops": {}}))
+    path.write_text(json.dumps({"precision": "float16", "float32_ops": {}, "low_ops": []}))
     with pytest.raises(ValueError, match="placement.json holds placement decisions for 'float16'"):
         _rewrite(_conv_chain()[1], tmp_path, _refuse, decisions_file=str(path))
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"precision": "bfloat16", "float32_ops": [],
+                                                                 "low_ops": []})])
+def test_damaged_decisions_file_is_one_error_naming_it(tmp_path, content):
+    path = tmp_path / "placement.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=r"placement.json: .*it is not a placement decisions file; pass a new "
+                                         r"--train_dir \(or delete the file\)"):
+        _rewrite(_conv_chain()[1], tmp_path, _refuse, decisions_file=str(path))
+
+
+def test_damaged_timing_cache_warns_and_measures_again(tmp_path):
+    _rewrite(_conv_chain()[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)}))
+    (cached,) = os.listdir(tmp_path / "cache")
+    (tmp_path / "cache" / cached).write_text('{"device": "x", "timings": {"k": "not a list"}}')
+    measure = FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)})
+    with pytest.warns(UserWarning, match="ignoring the damaged timing cache .*timings_.*json"):
+        report = _rewrite(_conv_chain()[1], tmp_path, measure)
+    assert measure.asked and set(report.placement.float32_ops) == {"conv0"}
+    assert json.load(open(tmp_path / "cache" / cached))["timings"], "the next store rewrites the file whole"
+
+
+def test_fixed_timings_file_decides_without_measuring(tmp_path):
+    path = tmp_path / "timings.json"
+    path.write_text(json.dumps({"bfloat16": {"Conv2D": [1.0, 3.0], "*": [1.0, 0.5], "Cast": [0.0, 0.001]}}))
+    report = _rewrite(_conv_chain()[1], tmp_path, None, timings_file=str(path), measure_steps=_refuse_steps)
+    assert set(report.placement.float32_ops) == {"conv0"}
+    assert report.placement.source == f"fixed timings from {path}"
+    path.write_text(json.dumps({"float16": {"*": [1.0, 0.5]}}))
+    with pytest.raises(ValueError, match=r"timings.json: needs 'bfloat16'"):
+        _rewrite(_conv_chain()[1], tmp_path, None, timings_file=str(path))
 
 
 def test_decisions_file_of_another_graph_is_an_error(tmp_path):
@@ -326,7 +363,7 @@ def test_dynamic_shape_has_no_signature():
     with graph.as_default():
         images = tf1.placeholder(tf.float32, [None, 8, 8, 3])
         conv = tf.nn.conv2d(images, tf.ones([3, 3, 3, 4]), strides=1, padding="VALID")
-    assert placement.op_signature(conv.op) is None
+    assert op_signature(conv.op) is None
 
 
 def test_micro_benchmark_builds_forward_and_backprop_ops():
@@ -334,19 +371,19 @@ def test_micro_benchmark_builds_forward_and_backprop_ops():
     with graph.as_default():
         conv = tf.nn.conv2d(tf.ones([2, 6, 6, 3]), tf.ones([3, 3, 3, 4]), strides=2, padding="SAME")
         matmul = tf.matmul(tf.ones([4, 5]), tf.ones([5, 3]), transpose_a=False)
-    signatures = [placement.op_signature(conv.op), placement.op_signature(matmul.op), placement.cast_signature(64)]
-    timings = placement.micro_benchmark(signatures, tf.bfloat16, warmup=1, runs=1)
+    signatures = [op_signature(conv.op), op_signature(matmul.op), cast_signature(64)]
+    timings = micro_benchmark(signatures, tf.bfloat16, warmup=1, runs=1)
     assert set(timings) == set(signatures)
     assert all(t.low_ms > 0 for t in timings.values())
     assert timings[signatures[2]].float32_ms == 0.0
 
 
 def test_cast_model_fits_the_two_sizes():
-    small, large = (placement.cast_signature(n) for n in placement._CAST_SIZES)
-    model = placement.fit_cast_model({small: OpTiming(0.0, 0.1), large: OpTiming(0.0, 1.1)})
-    np.testing.assert_allclose(model.ms(placement._CAST_SIZES[0]), 0.1, rtol=1e-9)
-    np.testing.assert_allclose(model.ms(placement._CAST_SIZES[1]), 1.1, rtol=1e-9)
-    assert OpSignature("Cast", ((10,),)) == placement.cast_signature(10)
+    small, large = (cast_signature(n) for n in PlacementOptions().cast_sizes)
+    model = fit_cast_model({small: OpTiming(0.0, 0.1), large: OpTiming(0.0, 1.1)}, PlacementOptions().cast_sizes)
+    np.testing.assert_allclose(model.ms(PlacementOptions().cast_sizes[0]), 0.1, rtol=1e-9)
+    np.testing.assert_allclose(model.ms(PlacementOptions().cast_sizes[1]), 1.1, rtol=1e-9)
+    assert OpSignature("Cast", ((10,),)) == cast_signature(10)
 
 
 def test_training_run_writes_its_decisions_and_a_resumed_run_reuses_them(tmp_path, monkeypatch):
@@ -366,8 +403,9 @@ def test_training_run_writes_its_decisions_and_a_resumed_run_reuses_them(tmp_pat
         return [1.0 if c.float32_ops == {"LeNet/fc3/MatMul", "LeNet/fc4/MatMul"} else 2.0 for c in candidates]
 
     monkeypatch.setenv(placement.CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.setattr(placement, "micro_benchmark", fake_benchmark)
-    monkeypatch.setattr(placement, "time_candidate_steps", fake_steps)
+    monkeypatch.delenv(placement.TIMINGS_FILE_ENV)
+    monkeypatch.setattr(timing_cache, "micro_benchmark", fake_benchmark)
+    monkeypatch.setattr(measured, "time_candidate_steps", fake_steps)
     train_dir = tmp_path / "train"
 
     def run(steps):
@@ -388,7 +426,7 @@ def test_training_run_writes_its_decisions_and_a_resumed_run_reuses_them(tmp_pat
     assert first["placement"]["low_ops"] == ["LeNet/conv1/Conv2D", "LeNet/conv2/Conv2D"]
     # Resume with an empty cache and no way to measure: the file alone decides, the graph is the same.
     monkeypatch.setenv(placement.CACHE_ENV, str(tmp_path / "empty_cache"))
-    monkeypatch.setattr(placement, "micro_benchmark", _refuse)
+    monkeypatch.setattr(timing_cache, "micro_benchmark", _refuse)
     second = run(2)
     assert second["placement"]["source"].startswith("reused from")
     assert second["float32_ops"] == first["float32_ops"]
@@ -401,3 +439,56 @@ def test_mp_placement_flag_is_checked_and_passed_to_the_rewrite():
     with pytest.raises(ValueError, match="--mp_placement=fastest: placement='fastest' is not a placement"):
         PrecisionOptions(precision="bfloat16", mp_placement="fastest")
     assert PrecisionOptions(precision="bfloat16", mp_placement="static").rewrite_options()["placement"] == "static"
+
+
+def test_float16_on_a_cpu_is_painted_statically_and_the_report_says_why(tmp_path):
+    # float16 is emulated on CPUs: timing would keep everything float32 and hide float16's numerics.
+    graph, loss = _conv_chain()
+    with graph.as_default():
+        with pytest.warns(UserWarning, match="float16 kernels on CPU are emulated"):
+            report = rewrite(loss, "float16", device_type="CPU", placement="measured",
+                             placement_options=PlacementOptions(cache_dir=str(tmp_path), measure=_refuse,
+                                                                measure_steps=_refuse_steps))
+    assert _op_dtype(graph, "conv0_fp16") == tf.float16
+    assert report.placement.timed is False and report.placement.float32_ops == {}
+    assert "static painting, not timed: float16 kernels on CPU are emulated" in report.summary()
+
+
+def test_the_measuring_target_is_where_the_ops_are_placed_and_keys_the_cache():
+    graph, loss = _conv_chain()
+    unplaced = graph.get_operations()
+    with graph.as_default(), tf.device("/job:worker/task:0/device:GPU:1"):
+        on_gpu = tf.nn.conv2d(tf.ones([1, 4, 4, 2]), tf.ones([1, 1, 2, 2]), strides=1, padding="SAME")
+    gpu = MeasuringTarget().placed([on_gpu.op])
+    assert gpu.device == "/job:worker/task:0/device:GPU:1"
+    assert (gpu.local_device(), gpu.device_type()) == ("/device:GPU:1", "GPU"), "timing runs in this process"
+    assert MeasuringTarget(device="/device:CPU:0").placed([on_gpu.op]).device_type() == "CPU", "explicit wins"
+    assert MeasuringTarget().placed(unplaced).local_device() == ""
+    keys = {MeasuringTarget().describe(), gpu.describe(), MeasuringTarget(training=False).describe()}
+    assert len(keys) == 3, "another device, or inference, never reuses a training step's timings"
+
+
+def test_a_cluster_sessions_grappler_options_reach_the_timing_sessions_and_the_key():
+    config = tf1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:0"])
+    config.graph_options.rewrite_options.remapping = config.graph_options.rewrite_options.OFF
+    cluster = MeasuringTarget(session_config=config)
+    timing = cluster.timing_config()
+    assert timing.graph_options.rewrite_options.remapping == timing.graph_options.rewrite_options.OFF
+    assert not timing.device_filters, "a local timing session has no cluster jobs to filter"
+    assert cluster.describe() != MeasuringTarget().describe()
+    with tf.Graph().as_default() as graph:
+        total = tf.reduce_sum(tf.ones([3]))
+    with cluster.session(graph) as session:
+        assert session.run(total) == 3.0
+
+
+def test_inference_timing_builds_no_backprop_ops(monkeypatch):
+    graphs = []
+    real_session = MeasuringTarget.session
+    monkeypatch.setattr(MeasuringTarget, "session", lambda self, graph: graphs.append(graph) or real_session(self, graph))
+    conv = op_signature(_conv_chain()[0].get_operation_by_name("conv0"))
+    for training in (True, False):
+        assert set(micro_benchmark([conv], tf.bfloat16, MeasuringTarget(training=training), warmup=1, runs=1)) == {conv}
+    backprop = [{op.type for op in graph.get_operations()} & {"Conv2DBackpropInput", "Conv2DBackpropFilter"}
+                for graph in graphs]
+    assert backprop == [{"Conv2DBackpropInput", "Conv2DBackpropFilter"}, set()]

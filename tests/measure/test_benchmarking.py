@@ -204,3 +204,14 @@ def test_a_variant_that_cannot_run_is_reported_and_the_others_are_timed():
     assert by_label["float32"].unavailable is None and by_label["float32"].median_seconds > 0
     assert by_label["floor_bf16"].median_seconds is None
     assert "LRN" in by_label["floor_bf16"].unavailable
+
+
+def test_the_memory_subprocess_gets_the_checkout_on_its_path_not_the_package_folder():
+    # The subprocess imports slim_mp and nets: its path needs the folder that holds both.
+    import os
+
+    from slim_mp.measure import peak_memory
+
+    root = peak_memory._REPO_ROOT
+    assert os.path.isfile(os.path.join(root, "slim_mp", "__init__.py"))
+    assert os.path.isdir(os.path.join(root, "nets"))

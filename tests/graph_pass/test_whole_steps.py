@@ -8,8 +8,9 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from slim_mp.graph_pass import candidate_steps
-from slim_mp.graph_pass.candidate_steps import StepCandidate, build_candidate_step, copy_region
+from slim_mp.graph_pass.placement import whole_steps
+from slim_mp.graph_pass.placement import Candidate
+from slim_mp.graph_pass.placement.whole_steps import build_candidate_step, copy_region
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.region import select_region
@@ -74,7 +75,7 @@ def test_float32_copy_computes_the_same_loss_as_the_original():
         session.run(tf1.global_variables_initializer())
         expected = session.run(loss, feeds)
         values = {s.tensor_name: session.run(graph.get_tensor_by_name(s.tensor_name), feeds) for s in copy.substitutes}
-    step = build_candidate_step(copy, CONFIG, StepCandidate(_allow_names(copy)))
+    step = build_candidate_step(copy, CONFIG, Candidate(_allow_names(copy)))
     try:
         with step.session.graph.as_default():
             for name, variable in step.substitutes.items():
@@ -90,7 +91,7 @@ def test_low_candidate_computes_weight_gradients_in_low_precision_and_updates_ev
     # Identity between the variable and its cast once cut them off and the step timed no backward pass).
     graph, loss, _ = _small_net()
     copy = _copy(graph, loss)
-    low = build_candidate_step(copy, CONFIG, StepCandidate(frozenset()))
+    low = build_candidate_step(copy, CONFIG, Candidate(frozenset()))
     low_graph = low.session.graph
     low.session.close()
     filter_gradients = [op for op in low_graph.get_operations() if op.type == "Conv2DBackpropFilter"]
@@ -102,7 +103,7 @@ def test_low_candidate_computes_weight_gradients_in_low_precision_and_updates_ev
 def test_float32_candidate_has_no_low_precision_op():
     graph, loss, _ = _small_net()
     copy = _copy(graph, loss)
-    step = build_candidate_step(copy, CONFIG, StepCandidate(_allow_names(copy)))
+    step = build_candidate_step(copy, CONFIG, Candidate(_allow_names(copy)))
     step.session.close()
     assert not [op for op in step.session.graph.get_operations() if op.name.endswith("_bf16")]
 
@@ -110,9 +111,9 @@ def test_float32_candidate_has_no_low_precision_op():
 def test_time_candidate_steps_returns_one_time_per_candidate():
     graph, loss, _ = _small_net()
     copy = _copy(graph, loss)
-    times = candidate_steps.time_candidate_steps(
-        copy, CONFIG, [StepCandidate(frozenset()), StepCandidate(_allow_names(copy)),
-                       StepCandidate(frozenset(), tail_low=True)], warmup=1, runs=1)
+    times = whole_steps.time_candidate_steps(
+        copy, CONFIG, [Candidate(frozenset()), Candidate(_allow_names(copy)),
+                       Candidate(frozenset(), tail_low=True)], warmup=1, runs=1)
     assert len(times) == 3 and all(t is not None and t > 0 for t in times)
 
 
@@ -142,3 +143,16 @@ def test_input_without_a_static_shape_cannot_be_copied():
         region = select_region(loss)
     with pytest.raises(ValueError, match="images:0 has no static shape"):
         copy_region(region, [loss])
+
+
+def test_an_inference_target_times_the_forward_step_only():
+    from slim_mp.graph_pass.placement import MeasuringTarget
+
+    graph, loss, _ = _small_net(dropout=False)
+    copy = _copy(graph, loss)
+    for training, expect_updates in ((True, True), (False, False)):
+        step = build_candidate_step(copy, CONFIG, Candidate(frozenset()), MeasuringTarget(training=training))
+        types = {op.type for op in step.session.graph.get_operations()}
+        step.session.close()
+        assert ("ResourceApplyMomentum" in types) is expect_updates
+        assert any(t.endswith("Grad") or "Backprop" in t for t in types) is expect_updates

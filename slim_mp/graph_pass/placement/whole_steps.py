@@ -1,6 +1,6 @@
 """Time whole training steps of candidate placements, each on a standalone copy of the region.
 
-The per-op estimate of ``placement`` adds up the allow ops and the casts. It leaves out what goes
+The per-op estimate (``estimate``) adds up the allow ops and the casts. It leaves out what goes
 low around them (batch norm, activations, pooling, dropout), oneDNN's layout reorders and how the
 ops overlap, and on small networks these decide: cifarnet's fully connected layers are each faster
 in bfloat16, yet the estimate kept them float32. So when several placements are close by the
@@ -19,17 +19,19 @@ round-robin (``stopwatch``).
 
 import dataclasses
 import hashlib
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from slim_mp.graph_pass.op_classes import FUNCTION_OP_TYPES, RANDOM_OP_TYPES, SOURCE_OP_TYPES
 from slim_mp.graph_pass.paint import PaintConfig, is_variable_read
+from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
-from slim_mp.graph_pass.stopwatch import fastest_ms, first_values, random_variable
+from slim_mp.graph_pass.placement.target import MeasuringTarget
+from slim_mp.graph_pass.placement.stopwatch import fastest_ms, first_values, random_variable
 
 # Source ops a copy keeps: constants, and defaults it can compute itself.
 _KEPT_SOURCE_TYPES = frozenset({"Const", "PlaceholderWithDefault"})
@@ -135,14 +137,6 @@ def copy_region(region: Region, objectives: Sequence[tf.Tensor]) -> RegionCopy:
                       tuple(t.name for t in objectives), sinks)
 
 
-@dataclasses.dataclass(frozen=True)
-class StepCandidate:
-    """A placement to time: the allow ops (by name) kept float32, and whether the tail stays low."""
-
-    float32_ops: FrozenSet[str]
-    tail_low: bool = False
-
-
 @dataclasses.dataclass
 class CandidateStep:
     """One candidate's step, ready to run: ``session.run(target)`` runs forward, backward and the updates.
@@ -170,11 +164,11 @@ def _apply_with_zero_rate(value: tf.Tensor, gradient) -> tf.Operation:
                                             momentum=tf.constant(0.9, value.dtype))
 
 
-def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: StepCandidate,
-                         training: bool = True) -> CandidateStep:
-    """A session running one step of ``copy`` painted as ``candidate`` says."""
+def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candidate,
+                         target: MeasuringTarget = MeasuringTarget()) -> CandidateStep:
+    """A session running one step of ``copy`` painted as ``candidate`` says, on ``target``'s device and options."""
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), tf.device(target.local_device() or None):
         input_map, trainable = {}, []
         with tf.name_scope("placement_substitutes"):
             for substitute in copy.substitutes:
@@ -187,35 +181,33 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: StepC
         objectives = [graph.get_tensor_by_name(name) for name in copy.objectives]
         sinks = [graph.get_operation_by_name(name) for name in copy.sinks]
         region = select_region([objectives, sinks])
-        fixed = dict(config.fixed_float32)
-        fixed.update({name: "placement candidate" for name in candidate.float32_ops})
-        decisions, low = painted_low_ops(region, dataclasses.replace(config, fixed_float32=fixed,
-                                                                     demote_tail=not candidate.tail_low))
+        decisions, low = painted_low_ops(region, apply_placement(config, candidate))
         rebuilder = rebuild_low_precision(graph, low, {op: d.ports for op, d in decisions.items()}, config.precision)
         objectives, sinks = rebuilder.remap(objectives), rebuilder.remap(sinks)
         computed = list(objectives) + [op.outputs[0] for op in sinks if op.outputs]
         updates = []
-        if training and objectives and trainable:
+        if target.training and objectives and trainable:
             # Gated per op, as TF1 optimizers take them by default (GATE_OP): ungated, the low-precision
             # steps overlap their casts with other work and run up to 15% faster than training will.
             gradients = tf.gradients(objectives, trainable, gate_gradients=True)
             updates = [_apply_with_zero_rate(value, gradient) for value, gradient in zip(trainable, gradients)
                        if gradient is not None]
         with tf.control_dependencies(updates):
-            target = first_values(computed)
+            step = first_values(computed)
         init = tf.compat.v1.global_variables_initializer()
-    session = tf.compat.v1.Session(graph=graph)
+    session = target.session(graph)
     session.run(init)
-    return CandidateStep(session, target, substitutes)
+    return CandidateStep(session, step, substitutes)
 
 
-def time_candidate_steps(copy: RegionCopy, config: PaintConfig, candidates: Sequence[StepCandidate],
-                         training: bool = True, warmup: int = 2, runs: int = 7) -> List[Optional[float]]:
+def time_candidate_steps(copy: RegionCopy, config: PaintConfig, candidates: Sequence[Candidate],
+                         target: MeasuringTarget = MeasuringTarget(), warmup: int = 2,
+                         runs: int = 7) -> List[Optional[float]]:
     """Fastest milliseconds of one step of each candidate, timed round-robin; None for one that fails to run."""
     steps: List[CandidateStep] = []
     try:
         for candidate in candidates:
-            steps.append(build_candidate_step(copy, config, candidate, training))
+            steps.append(build_candidate_step(copy, config, candidate, target))
         return fastest_ms([step.session.make_callable(step.target) for step in steps], warmup, runs)
     finally:
         for step in steps:

@@ -1,0 +1,71 @@
+"""The decisions file (``placement.json`` in a training run's folder): one run's placement, pinned.
+
+The chief of a run writes it after measuring; a resumed run and every worker of a cluster read it,
+so all build the same graph. A file for another precision or another graph, or a damaged one, is an
+error naming the file: ignoring it would silently build a different graph.
+"""
+
+import time
+from typing import Optional
+
+import tensorflow as tf
+
+from slim_mp.json_files import JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, write_json_atomically
+from slim_mp.graph_pass.placement.plan import PlacementPlan
+from slim_mp.graph_pass.region import Region
+
+DECISIONS_FILE_NAME = "placement.json"
+_AGAIN = "pass a new --train_dir (or delete the file) to measure again."
+_NUMBER_OR_NONE = (int, float, type(None))
+_SCHEMA = {
+    "precision": str, "float32_ops": MappingOf(str), "low_ops": ListOf(str), "tail_low": MaybeMissing(bool),
+    "estimated_ms": MaybeMissing(_NUMBER_OR_NONE), "static_estimated_ms": MaybeMissing(_NUMBER_OR_NONE),
+    "float32_estimated_ms": MaybeMissing(_NUMBER_OR_NONE),
+}
+
+
+def read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
+    """The plan pinned in ``path``; None when the file does not exist.
+
+    Raises:
+      ValueError: when the file is damaged or holds decisions for another precision.
+    """
+    try:
+        stored = read_json_file(path, _SCHEMA)
+    except FileNotFoundError:
+        return None
+    except JsonFileError as error:
+        raise ValueError(f"{error}: it is not a placement decisions file; {_AGAIN}") from error
+    if stored["precision"] != precision.name:
+        raise ValueError(f"{path} holds placement decisions for {stored['precision']!r}, not {precision.name!r}; "
+                         + _AGAIN)
+    return PlacementPlan(float32_ops=dict(stored["float32_ops"]), low_ops=list(stored["low_ops"]),
+                         tail_low=stored.get("tail_low", False), estimated_ms=stored.get("estimated_ms"),
+                         static_estimated_ms=stored.get("static_estimated_ms"),
+                         float32_estimated_ms=stored.get("float32_estimated_ms"), source=f"reused from {path}")
+
+
+def check_decisions_fit(plan: PlacementPlan, region: Region, path: str) -> None:
+    """Raise ValueError if ``plan`` names ops ``region`` lacks: it was decided for another graph."""
+    names = {op.name for op in region.ops}
+    missing = sorted((set(plan.float32_ops) | set(plan.low_ops)) - names)
+    if missing:
+        raise ValueError(f"{path} holds placement decisions for another graph ({len(missing)} of its ops, e.g. "
+                         f"{missing[0]!r}, are not in this one); " + _AGAIN)
+
+
+def wait_for_decisions(path: str, precision: tf.DType, wait_seconds: float,
+                       poll_seconds: float) -> Optional[PlacementPlan]:
+    """``read_decisions``, retried every ``poll_seconds`` for up to ``wait_seconds`` while the file is missing."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        plan = read_decisions(path, precision)
+        if plan is not None or time.monotonic() >= deadline:
+            return plan
+        time.sleep(poll_seconds)
+
+
+def write_decisions(path: str, plan: PlacementPlan, precision: tf.DType, device: str) -> None:
+    """Pin ``plan`` in ``path`` (atomically), with the precision, device and TensorFlow version it was made for."""
+    write_json_atomically(path, dict(plan.as_json(), precision=precision.name, device=device,
+                                     tensorflow=tf.__version__))

@@ -1,0 +1,95 @@
+"""The per-op estimate of a step: the allow ops' measured times as painted, plus the casts painting implies.
+
+For a placement the painting rules run as usual; the estimate is the allow ops' times (low or
+float32 as painted, low ones charged ``margin`` more: what goes low around them is not timed) plus
+the casts that painting implies (``planned_conversions``), a cast costing ``a + b * elements``
+(fitted from two timed sizes).
+"""
+
+import dataclasses
+from typing import Dict, FrozenSet, List, Mapping, Sequence, Set, Tuple
+
+import tensorflow as tf
+
+from slim_mp.graph_pass.conversions import planned_conversions
+from slim_mp.graph_pass.paint import PaintConfig
+from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
+from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming, cast_signature
+from slim_mp.graph_pass.refine import painted_low_ops
+from slim_mp.graph_pass.region import Region
+
+
+@dataclasses.dataclass(frozen=True)
+class CastModel:
+    """Milliseconds of a cast pair (forward cast and its gradient's) as ``fixed + per_element * n``."""
+
+    fixed_ms: float
+    per_element_ms: float
+
+    def ms(self, elements: int) -> float:
+        """Milliseconds of a cast pair of ``elements`` values."""
+        return self.fixed_ms + self.per_element_ms * elements
+
+
+def fit_cast_model(timings: Mapping[OpSignature, OpTiming], sizes: Tuple[int, int]) -> CastModel:
+    """The line through the two timed cast sizes (never negative)."""
+    small, large = (timings.get(cast_signature(n)) for n in sizes)
+    if small is None or large is None:
+        return CastModel(0.0, 0.0)
+    slope = max(0.0, (large.low_ms - small.low_ms) / (sizes[1] - sizes[0]))
+    return CastModel(max(0.0, small.low_ms - slope * sizes[0]), slope)
+
+
+class Estimator:
+    """Estimated milliseconds of a train step's measured part for a candidate placement (memoized)."""
+
+    def __init__(self, region: Region, config: PaintConfig, timings: Dict[str, OpTiming], casts: CastModel,
+                 margin: float):
+        self.region, self.config, self.timings, self.casts, self.margin = region, config, timings, casts, margin
+        self._memo: Dict[Candidate, Tuple[float, FrozenSet[str]]] = {}
+
+    def __call__(self, candidate: Candidate) -> float:
+        return self.painted(candidate)[0]
+
+    def painted(self, candidate: Candidate) -> Tuple[float, FrozenSet[str]]:
+        """(estimated ms, names of the low ops) of painting with ``candidate``."""
+        key = Candidate(frozenset(candidate.float32_ops), candidate.tail_low)
+        if key not in self._memo:
+            decisions, low = painted_low_ops(self.region, apply_placement(self.config, key))
+            low_names = frozenset(op.name for op in low)
+            total = sum(t.low_ms * (1 + self.margin) if name in low_names else t.float32_ms
+                        for name, t in self.timings.items())
+            ports = {op: d.ports for op, d in decisions.items()}
+            pair_bytes = 4 + self.config.precision.size
+            for conversion in planned_conversions(low, ports, self.config.precision):
+                if conversion.kind == "cast" and conversion.bytes_per_step:
+                    total += self.casts.ms(conversion.bytes_per_step // pair_bytes)
+            self._memo[key] = (total, low_names)
+        return self._memo[key]
+
+
+def low_regions(region: Region, low_names: Set[str], allow: Set[str]) -> List[FrozenSet[str]]:
+    """The allow ops (names) of each connected region of low ops (connected through data edges between low ops)."""
+    low = [op for op in region.ops if op.name in low_names]
+    parent = {op: op for op in low}
+
+    def root(op):
+        while parent[op] is not op:
+            parent[op] = parent[parent[op]]
+            op = parent[op]
+        return op
+
+    for op in low:
+        for tensor in op.inputs:
+            if tensor.op in parent:
+                parent[root(tensor.op)] = root(op)
+    regions: Dict[tf.Operation, Set[str]] = {}
+    for op in low:
+        if op.name in allow:
+            regions.setdefault(root(op), set()).add(op.name)
+    return [frozenset(regions[key]) for key in sorted(regions, key=lambda r: min(regions[r]))]
+
+
+def per_op_slower(timings: Mapping[str, OpTiming], margin: float) -> Sequence[str]:
+    """The ops slower in low precision alone, charged ``margin`` more."""
+    return sorted(name for name, t in timings.items() if t.slower_low(margin))

@@ -1,0 +1,94 @@
+"""Per-op micro-benchmarks: one signature's forward (and backward) op timed alone, in float32 and low.
+
+Per signature, a tiny standalone graph runs the forward op and the backprop ops its gradient
+creates (``Conv2DBackpropInput``/``Filter``, ...), once in float32 and once in the low type (inputs
+already low: the op's own cost), all in one standalone session, warmed up, fastest of a few
+round-robin runs. A cast pair (to low and back) is timed the same way for the cast cost model.
+"""
+
+from typing import Dict, Sequence, Tuple
+
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+
+from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming
+from slim_mp.graph_pass.placement.target import MeasuringTarget
+from slim_mp.graph_pass.placement.stopwatch import fastest_ms, first_values, random_variable
+
+
+def _op_inputs(signature: OpSignature, dtype: tf.DType) -> Tuple[list, list]:
+    """Flat inputs of the op (variables' reads for data, constants otherwise) and the data tensors."""
+    by_index: Dict[int, tf.Tensor] = {index: tf.constant(value, tf.int32) for index, value in signature.constant_inputs}
+    data = []
+    shapes = iter(signature.input_shapes)
+    total = len(signature.input_shapes) + len(signature.constant_inputs)
+    for index in range(total):
+        if index not in by_index:
+            by_index[index] = random_variable(next(shapes), dtype)
+            data.append(by_index[index])
+    return [by_index[i] for i in range(total)], data
+
+
+def _build_op(signature: OpSignature, flat_inputs: list) -> tf.Tensor:
+    """Create the op of ``signature`` on ``flat_inputs`` through ``tf.raw_ops``; its first output."""
+    op_def = op_def_registry.get(signature.op_type)
+    kwargs = dict(signature.attrs)
+    position = 0
+    for arg in op_def.input_arg:
+        if arg.number_attr:
+            count = kwargs.pop(arg.number_attr)
+            kwargs[arg.name] = flat_inputs[position:position + count]
+            position += count
+        else:
+            kwargs[arg.name] = flat_inputs[position]
+            position += 1
+    result = getattr(tf.raw_ops, signature.op_type)(**kwargs)
+    return result[0] if isinstance(result, (list, tuple)) else result
+
+
+def _train_target(signature: OpSignature, dtype: tf.DType, training: bool) -> tf.Tensor:
+    """One forward (and backward, when ``training``) of the op in ``dtype``; a small tensor to fetch."""
+    if signature.op_type == CAST:
+        (elements,) = signature.input_shapes[0]
+        source = tf.Variable(tf.zeros([elements], tf.float32), trainable=False).read_value()
+        low = tf.Variable(tf.zeros([elements], dtype), trainable=False).read_value()
+        return first_values([tf.cast(source, dtype), tf.cast(low, tf.float32)])
+    flat_inputs, data = _op_inputs(signature, dtype)
+    output = _build_op(signature, flat_inputs)
+    if not training:
+        return first_values([output])
+    upstream = random_variable(output.shape.as_list(), dtype)
+    gradients = [g for g in tf.gradients(output, data, grad_ys=upstream) if g is not None]
+    return first_values([output, *gradients])
+
+
+def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, target: MeasuringTarget = MeasuringTarget(),
+                    warmup: int = 2, runs: int = 7) -> Dict[OpSignature, OpTiming]:
+    """Time each signature in float32 and in ``precision`` (a cast pair: low only) in one standalone session.
+
+    The ops run on ``target``'s device with its session options, forward and backward when it trains.
+
+    A signature TensorFlow cannot build or run here (no kernel, unsupported data format) is left out.
+    """
+    graph = tf.Graph()
+    targets: Dict[OpSignature, Tuple[tf.Tensor, tf.Tensor]] = {}
+    with graph.as_default(), tf.device(target.local_device() or None):
+        for signature in signatures:
+            try:
+                with tf.name_scope(signature.op_type):
+                    targets[signature] = (_train_target(signature, tf.float32, target.training),
+                                          _train_target(signature, precision, target.training))
+            except (TypeError, ValueError, LookupError, tf.errors.OpError):
+                continue
+        init = tf.compat.v1.global_variables_initializer()
+    timings: Dict[OpSignature, OpTiming] = {}
+    with target.session(graph) as session:
+        session.run(init)
+        flat = [session.make_callable(target) for pair in targets.values() for target in pair]
+        fastest = iter(fastest_ms(flat, warmup, runs))
+        for signature in targets:
+            float32_ms, low_ms = next(fastest), next(fastest)
+            if float32_ms is None or low_ms is None:
+                continue
+            timings[signature] = OpTiming(0.0 if signature.op_type == CAST else float32_ms, low_ms)
+    return timings

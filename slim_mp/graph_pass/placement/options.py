@@ -1,0 +1,95 @@
+"""How the measured placement is asked for and tuned: the placement names and ``PlacementOptions``.
+
+Every tuning value of the placement lives in ``PlacementOptions`` (no module constants), so a
+caller or a test changes one field, and each rule reads its value from one place.
+"""
+
+import dataclasses
+import os
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from slim_mp.graph_pass.placement.candidate import Candidate
+from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
+from slim_mp.graph_pass.placement.target import MeasuringTarget
+
+PLACEMENTS = ("measured", "static")
+PLACEMENT_ENV = "SLIM_MP_PLACEMENT"
+CACHE_ENV = "SLIM_MP_CACHE_DIR"
+TIMINGS_FILE_ENV = "SLIM_MP_TIMINGS_FILE"
+
+# measure(signatures, precision) -> timing per signature; signatures it cannot time are left out.
+Measure = Callable[[Sequence[OpSignature], tf.DType], Dict[OpSignature, OpTiming]]
+# measure_steps(candidates) -> milliseconds of one whole step per candidate, None for one that does not run.
+MeasureSteps = Callable[[Sequence[Candidate]], List[Optional[float]]]
+
+
+def default_placement() -> str:
+    """``measured``, unless ``$SLIM_MP_PLACEMENT`` names another placement."""
+    return resolve_placement(os.environ.get(PLACEMENT_ENV) or "measured")
+
+
+def resolve_placement(placement: Optional[str]) -> str:
+    """``placement`` checked against ``PLACEMENTS`` (None: the default); ValueError naming the accepted values."""
+    if placement is None:
+        return default_placement()
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement={placement!r} is not a placement; use 'measured' or 'static'.")
+    return placement
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementOptions:
+    """Where timings and decisions live, how to measure, and the search's tuning.
+
+    Files: ``cache_dir`` holds the timing cache (default ``$SLIM_MP_CACHE_DIR`` or
+    ``~/.cache/slim_mp/placement``). ``decisions_file``: reuse the demoted ops recorded there; if it does
+    not exist, measure and (when ``write_decisions``) write it. A reader that may not write (a non-chief
+    worker) waits up to ``wait_seconds`` for the writer. ``timings_file`` (default
+    ``$SLIM_MP_TIMINGS_FILE``): fixed per-op-type timings used instead of measuring (reproducible
+    decisions: the test suite sets it); whole steps are then not timed.
+
+    Measuring: ``measure`` / ``measure_steps`` replace the micro-benchmarks and the whole-step timing
+    (tests pass fakes). ``target``: where the step will run (``MeasuringTarget``: device, session
+    options, training or inference); everything is timed there. ``time_steps``: time close candidates as whole steps; False decides on the per-op estimate.
+    ``warmup`` / ``runs``: the micro-benchmarks' untimed and timed runs.
+
+    Tuning: ``low_precision_margin``: low times count this fraction more in the estimate (what goes
+    low around the allow ops is not timed). ``verify_window``: candidates whose estimate is within
+    this fraction of the best are timed as whole steps, at most ``max_timed_candidates``.
+    ``noise_fraction``: the 1% rule: differences below this fraction of a step are timing noise, so
+    candidates whose estimates all lie within it are not timed, and a placement with low-precision
+    ops must beat the all-float32 step by it. Whole steps get as many timed runs as fit
+    ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``.
+    ``cast_sizes``: element counts of the two casts timed to fit the cast cost model.
+    """
+
+    cache_dir: Optional[str] = None
+    decisions_file: Optional[str] = None
+    write_decisions: bool = True
+    wait_seconds: float = 0.0
+    poll_seconds: float = 0.5
+    timings_file: Optional[str] = None
+    measure: Optional[Measure] = None
+    time_steps: bool = True
+    measure_steps: Optional[MeasureSteps] = None
+    target: MeasuringTarget = MeasuringTarget()
+    warmup: int = 2
+    runs: int = 7
+    low_precision_margin: float = 0.20
+    verify_window: float = 0.35
+    max_timed_candidates: int = 6
+    noise_fraction: float = 0.01
+    step_timing_ms: float = 5000.0
+    min_step_runs: int = 3
+    max_step_runs: int = 21
+    cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
+
+    def fixed_timings_file(self) -> Optional[str]:
+        """``timings_file``, else ``$SLIM_MP_TIMINGS_FILE``, else None (measure on this device)."""
+        return self.timings_file or os.environ.get(TIMINGS_FILE_ENV) or None
+
+    def is_noise(self, smaller_ms: float, larger_ms: float) -> bool:
+        """Whether ``larger_ms`` exceeds ``smaller_ms`` by no more than the timing's noise (``noise_fraction``)."""
+        return larger_ms <= smaller_ms * (1 + self.noise_fraction)

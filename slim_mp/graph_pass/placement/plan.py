@@ -1,0 +1,52 @@
+"""The placement's decision as the rest of slim_mp sees it: ``PlacementPlan`` (``RewriteReport.placement``)."""
+
+import dataclasses
+from typing import Dict, List, Optional
+
+from slim_mp.graph_pass.placement.candidate import Candidate
+
+
+@dataclasses.dataclass
+class PlacementPlan:
+    """The decision: allow ops kept in float32 (op name -> reason) and what it was based on.
+
+    ``source``: ``measured``, ``reused from <decisions file>``, ``fixed timings from <file>`` or, when
+    ``timed`` is False, why nothing was timed (the static painting applies). ``candidates``: every
+    placement compared, with its estimate and timed step.
+    """
+
+    float32_ops: Dict[str, str]
+    low_ops: List[str]
+    tail_low: bool = False
+    estimated_ms: Optional[float] = None
+    static_estimated_ms: Optional[float] = None
+    float32_estimated_ms: Optional[float] = None
+    measured_signatures: int = 0
+    cached_signatures: int = 0
+    candidates: List[Candidate] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    source: str = "measured"
+    timed: bool = True
+
+    def chosen(self) -> Candidate:
+        """The decision as a candidate, its reasons those recorded when it was made."""
+        return Candidate(frozenset(self.float32_ops), self.tail_low, reasons=dict(self.float32_ops))
+
+    def as_json(self) -> dict:
+        """The plan as plain JSON values."""
+        content = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        content["float32_ops"] = dict(sorted(self.float32_ops.items()))
+        chosen = self.chosen()
+        content["candidates"] = [c.as_json(chosen=c == chosen) for c in self.candidates]
+        return content
+
+
+def emulated_placement(emulation: str) -> PlacementPlan:
+    """The plan for a precision the device only emulates (float16 on a CPU): the static painting, nothing timed.
+
+    Emulated kernels are always slower, so timing would keep every op float32 and hide the precision's
+    numerics; the static painting runs them (slowly), so float16 can be checked on a CPU before a GPU run.
+    """
+    return PlacementPlan(float32_ops={}, low_ops=[], timed=False, source=(
+        f"static painting, not timed: {emulation.rstrip('.')}; timing would keep every op float32, so the "
+        "precision runs emulated for its numerics"))

@@ -1,0 +1,73 @@
+"""What an op's speed depends on (its signature), and the timing measured for one."""
+
+import dataclasses
+import json
+from typing import Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from slim_mp.graph_pass.op_ports import op_ports
+
+CAST = "Cast"
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSignature:
+    """What an op's speed depends on: its type, data-input shapes, constant inputs and attributes."""
+
+    op_type: str
+    input_shapes: Tuple[Tuple[int, ...], ...]
+    constant_inputs: Tuple[Tuple[int, Tuple[int, ...]], ...] = ()
+    attrs: Tuple[Tuple[str, object], ...] = ()
+
+    def key(self) -> str:
+        """A stable text key for the cache."""
+        return json.dumps([self.op_type, self.input_shapes, self.constant_inputs, self.attrs], default=str)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpTiming:
+    """Milliseconds of one forward + backward of a signature in float32 and in the low type."""
+
+    float32_ms: float
+    low_ms: float
+
+    def slower_low(self, margin: float) -> bool:
+        """Whether the low type, charged ``margin`` more, is no faster than float32."""
+        return self.low_ms * (1 + margin) >= self.float32_ms
+
+
+def _attr_value(value):
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, (list, tuple)):
+        return tuple(_attr_value(item) for item in value)
+    return value
+
+
+def op_signature(op: tf.Operation) -> Optional[OpSignature]:
+    """The signature of ``op``, or None when a data shape is not static or a non-data input not constant."""
+    ports = op_ports(op)
+    shapes, constants = [], []
+    for index, (tensor, is_data) in enumerate(zip(op.inputs, ports.data_inputs)):
+        if is_data:
+            if not tensor.shape.is_fully_defined():
+                return None
+            shapes.append(tuple(tensor.shape.as_list()))
+            continue
+        value = tf.get_static_value(tensor)
+        if value is None:
+            return None
+        constants.append((index, tuple(np.asarray(value).ravel().tolist())))
+    attrs = []
+    for attr in op.op_def.attr:
+        if attr.type in ("type", "list(type)"):
+            continue
+        attrs.append((attr.name, _attr_value(op.get_attr(attr.name))))
+    return OpSignature(op.type, tuple(shapes), tuple(constants), tuple(sorted(attrs)))
+
+
+def cast_signature(elements: int) -> OpSignature:
+    """The pseudo-signature of a cast pair (to low and back) of ``elements`` values."""
+    return OpSignature(CAST, ((elements,),))

@@ -1,0 +1,118 @@
+"""Where op and step timings come from: the disk cache, a fixed timings file, or a measurement now.
+
+The cache (``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp/placement``) holds one JSON file per (device,
+TensorFlow version, precision): lists of milliseconds by text key (an op signature's, or a whole
+step's), so a second build measures nothing. A damaged cache file is reported in a warning and
+measured again; it is rewritten whole on the next store.
+
+A fixed timings file (``PlacementOptions.timings_file``) gives milliseconds per op type instead,
+``{"bfloat16": {"Conv2D": [float32_ms, low_ms], "*": [...]}, ...}`` (``*``: every other type;
+``Cast``: ``[0, ms]`` of a cast pair): decisions that do not depend on this machine, as the test
+suite needs.
+"""
+
+import hashlib
+import os
+import warnings
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from slim_mp.json_files import JsonFileError, ListOf, MappingOf, read_json_file, write_json_atomically
+from slim_mp.graph_pass.placement.micro_benchmark import micro_benchmark
+from slim_mp.graph_pass.placement.options import CACHE_ENV, Measure, PlacementOptions
+from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
+
+_CACHE_SCHEMA = {"device": str, "timings": MappingOf(ListOf((int, float)))}
+_FIXED_SCHEMA = MappingOf(MappingOf(ListOf((int, float))))
+_ANY_TYPE = "*"
+
+
+def cache_dir(configured: Optional[str] = None) -> str:
+    """The timing cache folder: ``configured``, else ``$SLIM_MP_CACHE_DIR``, else ``~/.cache/slim_mp/placement``."""
+    return configured or os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "slim_mp",
+                                                                   "placement")
+
+
+def _stored_timings(path: str, device: str) -> Dict[str, List[float]]:
+    """The timings stored at ``path`` for ``device``; empty (with a warning) when the file is damaged."""
+    try:
+        stored = read_json_file(path, _CACHE_SCHEMA)
+    except FileNotFoundError:
+        return {}
+    except JsonFileError as error:
+        warnings.warn(f"placement: ignoring the damaged timing cache ({error}); measuring again.", stacklevel=4)
+        return {}
+    return dict(stored["timings"]) if stored["device"] == device else {}
+
+
+class TimingCache:
+    """Timings of one (device, TensorFlow version, precision) on disk: lists of milliseconds by text key."""
+
+    def __init__(self, folder: str, device: str, precision: tf.DType):
+        digest = hashlib.sha1(f"{device}|{tf.__version__}|{precision.name}".encode()).hexdigest()[:16]
+        self.path = os.path.join(folder, f"timings_{digest}.json")
+        self._header = {"device": device, "tensorflow": tf.__version__, "precision": precision.name}
+        self._timings = _stored_timings(self.path, device)
+
+    def get(self, key: str) -> Optional[List[float]]:
+        """The stored milliseconds of ``key``, or None."""
+        return self._timings.get(key)
+
+    def add(self, timings: Mapping[str, List[float]]) -> None:
+        """Store new timings, merged with what other processes wrote meanwhile; one atomic write."""
+        if not timings:
+            return
+        latest = _stored_timings(self.path, self._header["device"])
+        latest.update(self._timings)
+        latest.update(timings)
+        self._timings = latest
+        try:
+            write_json_atomically(self.path, dict(self._header, timings=latest))
+        except OSError as error:
+            warnings.warn(f"placement: could not write the timing cache {self.path} ({error}); "
+                          "the next build measures again.", stacklevel=3)
+
+
+def fixed_measure(path: str, precision: tf.DType) -> Measure:
+    """A ``measure`` answering from the fixed timings file ``path`` (see the module docstring).
+
+    Raises:
+      ValueError: (a ``JsonFileError``) when the file is missing, damaged, or lists no ``precision``.
+    """
+    try:
+        by_precision = read_json_file(path, _FIXED_SCHEMA)
+    except FileNotFoundError as error:
+        raise JsonFileError(path, "does not exist (the fixed timings file)") from error
+    table = by_precision.get(precision.name)
+    if table is None or any(len(pair) != 2 for pair in table.values()):
+        raise JsonFileError(path, f"needs {precision.name!r}: {{op type: [float32_ms, low_ms]}}")
+
+    def measure(signatures: Sequence[OpSignature], _: tf.DType) -> Dict[OpSignature, OpTiming]:
+        found = {s: table.get(s.op_type, table.get(_ANY_TYPE)) for s in signatures}
+        return {s: OpTiming(*pair) for s, pair in found.items() if pair is not None}
+
+    return measure
+
+
+def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: PlacementOptions,
+                precision: tf.DType) -> Tuple[Dict[OpSignature, OpTiming], int, int]:
+    """Timings of ``signatures``: fixed ones, or from the cache, measuring (and caching) the missing ones.
+
+    Returns:
+      (timings, signatures measured now, signatures found in the cache).
+    """
+    unique = list(dict.fromkeys(signatures))
+    fixed = options.fixed_timings_file()
+    if options.measure is None and fixed:
+        return fixed_measure(fixed, precision)(unique, precision), 0, 0
+    found = {s: cache.get(s.key()) for s in unique}
+    missing = [s for s, timing in found.items() if not timing]
+    timings = {s: OpTiming(*t) for s, t in found.items() if t}
+    if missing:
+        measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target,
+                                                                      options.warmup, options.runs))
+        measured = measure(missing, precision)
+        cache.add({s.key(): [t.float32_ms, t.low_ms] for s, t in measured.items()})
+        timings.update(measured)
+    return timings, len(missing), len(unique) - len(missing)
