@@ -15,6 +15,9 @@ from typing import Iterator, Optional, Sequence
 import tensorflow as tf
 
 from slim_mp.datasets import tfrecord_format
+from slim_mp.datasets.label_checks import (
+    LABEL_OUT_OF_RANGE, checked_labels, find_label_out_of_range, label_problem,
+)
 
 _PARALLEL_FILES = 4
 _READ_FAILURE = re.compile(r"(?:corrupted|truncated) record at \d+|[^\n{}]*(?:No such file|Permission denied)[^\n]*")
@@ -33,11 +36,14 @@ def read_tfrecords(
     image_shape: tfrecord_format.ImageShape,
     shuffle_files: bool = False,
     seed: Optional[int] = None,
+    num_classes: Optional[int] = None,
 ) -> tf.data.Dataset:
     """Return a dataset of ``(image uint8 [H, W, C], label int64)`` from ``files``.
 
     Several files are read at once, in a fixed interleaving, so the order is
     reproducible; ``shuffle_files`` permutes the file order (with ``seed``).
+    With ``num_classes``, a label outside ``0..num_classes-1`` makes reading fail
+    (``named_read_errors`` names the record).
     """
     if not files:
         raise ValueError("files is empty; pass at least one TFRecord file to read.")
@@ -51,7 +57,8 @@ def read_tfrecords(
         deterministic=True,
     )
     decode = functools.partial(tfrecord_format.decode_example, image_shape=image_shape)
-    return records.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    examples = records.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    return examples if num_classes is None else checked_labels(examples, num_classes)
 
 
 # A TFRecord is: uint64 length, uint32 masked CRC of the length, the data, uint32 masked CRC of the data.
@@ -104,13 +111,13 @@ def check_tfrecord_file(path: str) -> None:
 
 
 @contextlib.contextmanager
-def named_read_errors(files: Sequence[str], dataset_name: str) -> Iterator[None]:
+def named_read_errors(files: Sequence[str], dataset_name: str, num_classes: Optional[int] = None) -> Iterator[None]:
     """Turn TensorFlow read errors raised inside the block into a ValueError naming the damaged file.
 
     Wrap the loop that pulls from a dataset made of ``files`` (eager iteration
     or ``session.run``). On ``DataLossError`` the files are checked in order
     until the damaged one is found; undecodable and wrongly sized images are
-    reported too.
+    reported too, and so is a label outside ``num_classes`` (naming shard, record and label).
     """
     try:
         yield
@@ -122,6 +129,12 @@ def named_read_errors(files: Sequence[str], dataset_name: str) -> Iterator[None]
             f"of its {len(files)} files reads back alone; check the disk holding them."
         ) from error
     except tf.errors.InvalidArgumentError as error:
+        if num_classes is not None and LABEL_OUT_OF_RANGE in error.message:
+            found = find_label_out_of_range(files, num_classes)
+            if found is None:
+                raise
+            path, index, label = found
+            raise ValueError(label_problem(f"shard {path} record {index}", label, num_classes, dataset_name)) from None
         wrong_shape = _WRONG_SHAPE.search(error.message)
         if wrong_shape:
             raise ValueError(

@@ -10,6 +10,7 @@ queue runner.
 """
 
 import dataclasses
+import threading
 from typing import Callable, List, Optional
 
 import tensorflow as tf
@@ -22,6 +23,9 @@ tf1 = tf.compat.v1
 SessionInit = Callable[[tf1.Session], None]
 # How often a waiting worker checks whether the chief has initialised the model.
 RECOVERY_WAIT_SECS = 1
+# How long closing a session may take. Closing a cluster session deregisters its graphs on every
+# task; with a parameter server gone, that call retries until the server is back, i.e. for ever.
+CLOSE_TIMEOUT_SECS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +84,22 @@ class TrainingSession:
     coordinator: tf1.train.Coordinator
     threads: List
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Stop the threads and close the session, waiting at most ``CLOSE_TIMEOUT_SECS``; False if it timed out.
+
+        A close that times out keeps running in a daemon thread, which the process leaves behind
+        when it exits (a lost parameter server makes the close wait for it for ever).
+        """
         self.coordinator.request_stop()
-        self.session.close()
+        closing = threading.Thread(target=self.session.close, name="close-session", daemon=True)
+        closing.start()
+        closing.join(CLOSE_TIMEOUT_SECS)
+        if closing.is_alive():
+            logging.warning("The session did not close within %d s (a task of the cluster is gone); "
+                            "leaving it open", CLOSE_TIMEOUT_SECS)
+            return False
         self.coordinator.join(self.threads, stop_grace_period_secs=5, ignore_live_threads=True)
+        return True
 
 
 def start_session(
