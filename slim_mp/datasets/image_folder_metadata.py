@@ -98,5 +98,5 @@ def read_info(directory: str) -> FolderDatasetInfo:
         )
     splits = {name: SplitInfo(split["num_samples"], split["num_shards"], split["file_pattern"])
               for name, split in content["splits"].items()}
-    fields = {field.name: content[field.name] for field in dataclasses.fields(FolderDatasetInfo) if field.name != "splits"}
-    return FolderDatasetInfo(splits=splits, **fields)
+    names = [field.name for field in dataclasses.fields(FolderDatasetInfo) if field.name != "splits"]
+    return FolderDatasetInfo(splits=splits, **{name: content[name] for name in names})

@@ -140,7 +140,8 @@ def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
                 )
             main()
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM during training (its own message and status)
-            _report_and_exit(interrupt, str(interrupt) or "interrupted", getattr(interrupt, "exit_code", EXIT_INTERRUPTED))
+            code = getattr(interrupt, "exit_code", EXIT_INTERRUPTED)
+            _report_and_exit(interrupt, str(interrupt) or "interrupted", code)
         except (app.UsageError, ValueError, TypeError) as error:
             _report_and_exit(error, str(error), EXIT_BAD_INPUT)
 

@@ -8,14 +8,17 @@ import contextlib
 import dataclasses
 import os
 import re
+import threading
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 import tensorflow as tf
 from absl import logging
 
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
-from slim_mp.training.checkpoint_io import atomic_save, checkpoint_step, read_state, train_dir_lock
+from slim_mp.training.checkpoint_io import (
+    atomic_save, disk_write_errors, latest_checkpoint_note, latest_checkpoint_step, train_dir_lock,
+)
 from slim_mp.training.checkpoint_restore import (
     check_checkpoint_complete, check_checkpoint_fits, find_resume_checkpoint,
 )
@@ -120,8 +123,35 @@ def train(config: TrainConfig, print_line: Callable[[str], None] = print,
     layout = cluster_layout(config)
     if layout.is_chief:
         prepare_output_dir(config.train_dir, "--train_dir")
-    with sigterm_as_interrupt(), train_dir_lock(config.train_dir) if layout.is_chief else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(sigterm_as_interrupt())
+        if layout.is_chief:
+            stack.enter_context(_summary_thread_errors_reported_once())
+            stack.enter_context(disk_write_errors(
+                config.train_dir, "--train_dir", lambda: latest_checkpoint_note(config.train_dir)
+            ))
+            stack.enter_context(train_dir_lock(config.train_dir))
         return _train(config, layout, print_line, on_step)
+
+
+@contextlib.contextmanager
+def _summary_thread_errors_reported_once() -> Iterator[None]:
+    """Keep the summary writer's thread from printing a traceback for a failed write.
+
+    TensorFlow's ``FileWriter`` writes from its own thread (named ``EventLoggerThread``) and raises
+    the same error again in the loop's next ``add_summary`` or ``close``, which reports it in one line.
+    """
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.thread is None or args.thread.name != "EventLoggerThread":
+            previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str], None],
@@ -145,15 +175,9 @@ def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str
         raise _lost_task_error(error, config, layout) from None
 
 
-def _last_checkpoint_step(train_dir: str) -> Optional[int]:
-    """The step of the latest checkpoint the state file of ``train_dir`` lists, or None."""
-    listed, _ = read_state(train_dir)
-    return checkpoint_step(listed[-1]) if listed else None
-
-
 def _lost_task_error(error: tf.errors.OpError, config: TrainConfig, layout: ClusterLayout) -> ClusterTaskLostError:
     """The one-line error for a task of the cluster that stopped answering, saying what the operator does."""
-    step = _last_checkpoint_step(config.train_dir) if layout.is_chief else None
+    step = latest_checkpoint_step(config.train_dir) if layout.is_chief else None
     resume = f"model.ckpt-{step}" if step is not None else "its latest checkpoint in --train_dir (if any)"
     return ClusterTaskLostError(
         f"lost contact with {lost_task(error, layout)} of the cluster ({type(error).__name__}); "
@@ -257,7 +281,9 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
             logging.info("Interrupted at step %d; saved %s", step, checkpoint)
             saved = f"saved {checkpoint}"
         if isinstance(interrupt, Terminated):
-            raise Terminated(f"terminated by SIGTERM at step {step}; {saved}; rerun the same command to resume") from None
+            raise Terminated(
+                f"terminated by SIGTERM at step {step}; {saved}; rerun the same command to resume"
+            ) from None
         raise
     if values is not None and iterations % config.log_every_n_steps != 0:
         print_line(_progress_line(values, throughput.rate()))
