@@ -3,21 +3,16 @@
 An out-of-range label would otherwise train silently (``tf.one_hot`` makes an all-zero row) and
 crash evaluation with a raw traceback. In-memory data is checked at once (``check_array_labels``);
 TFRecord data is checked as it is read (``checked_labels``), and on failure
-``find_label_out_of_range`` reads the shards again to name the first bad record.
+``tfrecord_reader.find_label_out_of_range`` reads the shards again to name the first bad record.
 """
 
-import struct
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Tuple
 
 import numpy as np
 import tensorflow as tf
 
 # The first words of the assertion message, which the read-error handler recognises.
 LABEL_OUT_OF_RANGE = "a label is outside the classes of the data set"
-_LABEL_FEATURE = "image/class/label"
-# A TFRecord is: uint64 length, uint32 masked CRC of the length, the data, uint32 masked CRC of the data.
-_LENGTH_BYTES = 8
-_CRC_BYTES = 4
 
 
 def label_problem(where: str, label: int, num_classes: int, dataset_name: str) -> str:
@@ -45,29 +40,3 @@ def checked_labels(dataset: tf.data.Dataset, num_classes: int) -> tf.data.Datase
             return image, tf.identity(label)
 
     return dataset.map(check)
-
-
-def _records(path: str) -> Iterator[bytes]:
-    """The serialized records of TFRecord file ``path``, in order (CRCs not checked: the reader already did)."""
-    with open(path, "rb") as handle:
-        while True:
-            header = handle.read(_LENGTH_BYTES)
-            if len(header) < _LENGTH_BYTES:
-                return
-            (length,) = struct.unpack("<Q", header)
-            handle.seek(_CRC_BYTES, 1)
-            data = handle.read(length)
-            handle.seek(_CRC_BYTES, 1)
-            if len(data) < length:
-                return
-            yield data
-
-
-def find_label_out_of_range(files: Sequence[str], num_classes: int) -> Optional[Tuple[str, int, int]]:
-    """The first ``(file, record index, label)`` whose label is outside ``0..num_classes-1``, or None."""
-    for path in files:
-        for index, record in enumerate(_records(path)):
-            values = tf.train.Example.FromString(record).features.feature[_LABEL_FEATURE].int64_list.value
-            if values and not 0 <= values[0] < num_classes:
-                return path, index, int(values[0])
-    return None

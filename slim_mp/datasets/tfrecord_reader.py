@@ -10,14 +10,12 @@ import functools
 import os
 import re
 import struct
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from slim_mp.datasets import tfrecord_format
-from slim_mp.datasets.label_checks import (
-    LABEL_OUT_OF_RANGE, checked_labels, find_label_out_of_range, label_problem,
-)
+from slim_mp.datasets.label_checks import LABEL_OUT_OF_RANGE, checked_labels, label_problem
 
 _PARALLEL_FILES = 4
 _READ_FAILURE = re.compile(r"(?:corrupted|truncated) record at \d+|[^\n{}]*(?:No such file|Permission denied)[^\n]*")
@@ -64,6 +62,7 @@ def read_tfrecords(
 # A TFRecord is: uint64 length, uint32 masked CRC of the length, the data, uint32 masked CRC of the data.
 _LENGTH_BYTES = 8
 _CRC_BYTES = 4
+_LABEL_FEATURE = "image/class/label"
 
 
 def count_records(path: str) -> int:
@@ -90,6 +89,32 @@ def count_records(path: str) -> int:
             f"TFRecord file {path} is truncated after {count} records; replace it by running its converter again."
         )
     return count
+
+
+def _records(path: str) -> Iterator[bytes]:
+    """The serialized records of TFRecord file ``path``, in order (CRCs not checked: the reader already did)."""
+    with open(path, "rb") as handle:
+        while True:
+            header = handle.read(_LENGTH_BYTES)
+            if len(header) < _LENGTH_BYTES:
+                return
+            (length,) = struct.unpack("<Q", header)
+            handle.seek(_CRC_BYTES, 1)
+            data = handle.read(length)
+            handle.seek(_CRC_BYTES, 1)
+            if len(data) < length:
+                return
+            yield data
+
+
+def find_label_out_of_range(files: Sequence[str], num_classes: int) -> Optional[Tuple[str, int, int]]:
+    """The first ``(file, record index, label)`` whose label is outside ``0..num_classes-1``, or None."""
+    for path in files:
+        for index, record in enumerate(_records(path)):
+            values = tf.train.Example.FromString(record).features.feature[_LABEL_FEATURE].int64_list.value
+            if values and not 0 <= values[0] < num_classes:
+                return path, index, int(values[0])
+    return None
 
 
 def check_tfrecord_file(path: str) -> None:
