@@ -29,7 +29,7 @@ from slim_mp.training.nonfinite_watch import NonfiniteWatch
 from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.training.preemption import Terminated, sigterm_as_interrupt
 from slim_mp.training.progress import Throughput, format_progress
-from slim_mp.training.session_start import SessionInit, start_session
+from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
 from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
 from slim_mp.training.train_graph import TrainGraph, build_train_graph
 
@@ -198,14 +198,18 @@ def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, 
         )
         built.graph.finalize()
         writer = _summary_writer(built, config.train_dir) if layout.is_chief else None
+        close_timeout = None
         try:
             if built.input_feed is not None:
                 built.input_feed.initialize(started.session)
             return _loop(built, started.session, writer, config, print_line, on_step, layout.is_chief, loss_scale)
+        except LOST_TASK_ERRORS:
+            close_timeout = LOST_TASK_CLOSE_SECS  # closing would wait for the lost task for ever
+            raise
         finally:
             if writer is not None:
                 writer.close()
-            started.close()
+            started.close(close_timeout)
 
 
 def _summary_writer(built: TrainGraph, train_dir: str) -> tf1.summary.FileWriter:

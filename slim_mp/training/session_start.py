@@ -30,9 +30,9 @@ tf1 = tf.compat.v1
 SessionInit = Callable[[tf1.Session], None]
 # How often a waiting worker checks whether the chief has initialised the model.
 RECOVERY_WAIT_SECS = 1
-# How long closing a session may take. Closing a cluster session deregisters its graphs on every
-# task; with a parameter server gone, that call retries until the server is back, i.e. for ever.
-CLOSE_TIMEOUT_SECS = 10
+# How long closing a session may take once a task of the cluster is gone. Closing deregisters the
+# session's graphs on every task; with a parameter server gone, that retries until it is back.
+LOST_TASK_CLOSE_SECS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,20 +142,24 @@ class TrainingSession:
     coordinator: tf1.train.Coordinator
     threads: List
 
-    def close(self) -> bool:
-        """Stop the threads and close the session, waiting at most ``CLOSE_TIMEOUT_SECS``; False if it timed out.
+    def close(self, timeout_secs: Optional[float] = None) -> bool:
+        """Stop the threads and close the session; False if ``timeout_secs`` passed first.
 
-        A close that times out keeps running in a daemon thread, which the process leaves behind
-        when it exits (a lost parameter server makes the close wait for it for ever).
+        Pass ``timeout_secs`` when a task of the cluster is gone: closing then waits for it for ever
+        (it deregisters the session's graphs on every task). A close that times out keeps running in
+        a daemon thread, which the process leaves behind when it exits.
         """
         self.coordinator.request_stop()
-        closing = threading.Thread(target=self.session.close, name="close-session", daemon=True)
-        closing.start()
-        closing.join(CLOSE_TIMEOUT_SECS)
-        if closing.is_alive():
-            logging.warning("The session did not close within %d s (a task of the cluster is gone); "
-                            "leaving it open", CLOSE_TIMEOUT_SECS)
-            return False
+        if timeout_secs is None:
+            self.session.close()
+        else:
+            closing = threading.Thread(target=self.session.close, name="close-session", daemon=True)
+            closing.start()
+            closing.join(timeout_secs)
+            if closing.is_alive():
+                logging.warning("The session did not close within %g s (a task of the cluster is gone); "
+                                "leaving it open", timeout_secs)
+                return False
         self.coordinator.join(self.threads, stop_grace_period_secs=5, ignore_live_threads=True)
         return True
 

@@ -151,7 +151,7 @@ def test_training_stops_with_one_line_when_the_disk_fills_and_resumes_once_space
     os.mkdir(eval_dir)
     fill(small_disk)
     evaluated = run_script(EVAL_SCRIPT, f"--checkpoint_path={train_dir}", f"--eval_dir={eval_dir}",
-                           "--max_num_batches=1", *LENET_ARGS)
+                           "--max_num_batches=1", "--dataset_name=fashion_mnist", "--model_name=lenet")
     check_bad_input(evaluated, f"error: cannot write to --eval_dir={eval_dir} (No space left on device); "
                                f"{train_dir}/model.ckpt-{saved + 2} is untouched (metrics printed above)")
     assert os.listdir(eval_dir) == []
