@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from slim_mp.datasets import fashion_mnist, labels_file, tfrecord_reader
 from slim_mp.datasets import image_folder_metadata as metadata
+from slim_mp.datasets.label_checks import check_array_labels
 from slim_mp.datasets.official import OFFICIAL_DATASETS
 from slim_mp.datasets.tfrecord_format import ImageShape
 
@@ -56,7 +57,7 @@ class DatasetSpec:
         """Context manager for the loop that consumes the dataset: read failures name the file at fault."""
         if not self.files:
             return contextlib.nullcontext()
-        return tfrecord_reader.named_read_errors(self.files, self.name)
+        return tfrecord_reader.named_read_errors(self.files, self.name, self.num_classes)
 
 
 def _check_split(name: str, split_name: str, split_names: list[str]) -> None:
@@ -89,7 +90,7 @@ def _tfrecord_spec(
     name: str, split_name: str, num_samples: int, labels_to_names: Mapping[int, str],
     num_classes: int, image_shape: ImageShape, files: tuple[str, ...],
 ) -> DatasetSpec:
-    reader = functools.partial(tfrecord_reader.read_tfrecords, files, image_shape)
+    reader = functools.partial(tfrecord_reader.read_tfrecords, files, image_shape, num_classes=num_classes)
     return DatasetSpec(name, split_name, num_samples, num_classes, labels_to_names, image_shape, files, reader)
 
 
@@ -158,6 +159,7 @@ def _fashion_mnist(split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
         images, labels = fashion_mnist.load_idx(_check_dataset_dir(FASHION_MNIST, dataset_dir), split_name)
     else:
         images, labels = fashion_mnist.load_bundled(split_name)
+    check_array_labels(labels, len(fashion_mnist.CLASS_NAMES), dataset_dir or fashion_mnist.BUNDLED_PATH, FASHION_MNIST)
     pairs = _reader_arrays(images, labels)
     return DatasetSpec(
         FASHION_MNIST, split_name, len(labels), len(fashion_mnist.CLASS_NAMES),

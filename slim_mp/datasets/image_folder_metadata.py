@@ -6,12 +6,24 @@ shard file names from it.
 """
 
 import dataclasses
-import json
 import os
 from typing import Optional
 
+from slim_mp.json_files import JsonFileError, ListOf, MappingOf, read_json_file, write_json_atomically
+
 METADATA_FILENAME = "dataset_info.json"
 FORMAT_VERSION = 1
+# The shape of the file, as ``slim_mp.json_files.read_json_file`` checks it.
+_SCHEMA = {
+    "format_version": int,
+    "class_names": ListOf(str),
+    "channels": int,
+    "image_size": (list, type(None)),  # [height, width] or null; the items are checked by read_info
+    "splits": MappingOf({"num_samples": int, "num_shards": int, "file_pattern": str}),
+    "skipped_files": ListOf(str),
+    "validation_fraction": (int, float),
+    "seed": int,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,30 +70,33 @@ def shard_pattern(split_name: str, num_shards: int) -> str:
 
 def write_info(info: FolderDatasetInfo, directory: str) -> None:
     """Write the metadata file into ``directory`` (replacing it atomically)."""
-    content = {"format_version": FORMAT_VERSION, **dataclasses.asdict(info)}
-    path = os.path.join(directory, METADATA_FILENAME)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(content, handle, indent=2)
-        handle.write("\n")
-    os.replace(path + ".tmp", path)
+    write_json_atomically(os.path.join(directory, METADATA_FILENAME),
+                          {"format_version": FORMAT_VERSION, **dataclasses.asdict(info)})
 
 
 def read_info(directory: str) -> FolderDatasetInfo:
-    """Read the metadata file of ``directory``; ValueError when it is missing or not ours."""
+    """Read the metadata file of ``directory``; ValueError naming the file when it is missing, damaged or not ours."""
     path = os.path.join(directory, METADATA_FILENAME)
-    if not os.path.exists(path):
+    rerun = "run scripts/convert_image_folder.py again"
+    try:
+        content = read_json_file(path, _SCHEMA)
+    except FileNotFoundError:
         raise ValueError(
             f"--dataset_dir={directory} has no {METADATA_FILENAME}, so it is not a finished image-folder "
             "conversion; run scripts/convert_image_folder.py into it or fix --dataset_dir."
-        )
-    try:
-        with open(path, encoding="utf-8") as handle:
-            content = json.load(handle)
-        if content.pop("format_version") != FORMAT_VERSION:
-            raise ValueError("unsupported format_version")
-        content["splits"] = {name: SplitInfo(**split) for name, split in content["splits"].items()}
-        return FolderDatasetInfo(**content)
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        ) from None
+    except JsonFileError as error:
+        raise ValueError(f"{path} is not a valid image-folder metadata file ({error.problem}); {rerun}.") from None
+    size = content["image_size"]
+    if size is not None and (len(size) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) for n in size)):
+        raise ValueError(f"{path} is not a valid image-folder metadata file (field 'image_size' should be null or "
+                         f"[height, width], found {size}); {rerun}.")
+    if content["format_version"] != FORMAT_VERSION:
         raise ValueError(
-            f"{path} is not a valid image-folder metadata file ({error}); run scripts/convert_image_folder.py again."
-        ) from error
+            f"{path} is not a valid image-folder metadata file (format_version {content['format_version']}, "
+            f"this reader knows {FORMAT_VERSION}); {rerun}."
+        )
+    splits = {name: SplitInfo(split["num_samples"], split["num_shards"], split["file_pattern"])
+              for name, split in content["splits"].items()}
+    names = [field.name for field in dataclasses.fields(FolderDatasetInfo) if field.name != "splits"]
+    return FolderDatasetInfo(splits=splits, **{name: content[name] for name in names})

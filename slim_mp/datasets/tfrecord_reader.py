@@ -10,11 +10,12 @@ import functools
 import os
 import re
 import struct
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from slim_mp.datasets import tfrecord_format
+from slim_mp.datasets.label_checks import LABEL_OUT_OF_RANGE, checked_labels, label_problem
 
 _PARALLEL_FILES = 4
 _READ_FAILURE = re.compile(r"(?:corrupted|truncated) record at \d+|[^\n{}]*(?:No such file|Permission denied)[^\n]*")
@@ -33,11 +34,14 @@ def read_tfrecords(
     image_shape: tfrecord_format.ImageShape,
     shuffle_files: bool = False,
     seed: Optional[int] = None,
+    num_classes: Optional[int] = None,
 ) -> tf.data.Dataset:
     """Return a dataset of ``(image uint8 [H, W, C], label int64)`` from ``files``.
 
     Several files are read at once, in a fixed interleaving, so the order is
     reproducible; ``shuffle_files`` permutes the file order (with ``seed``).
+    With ``num_classes``, a label outside ``0..num_classes-1`` makes reading fail
+    (``named_read_errors`` names the record).
     """
     if not files:
         raise ValueError("files is empty; pass at least one TFRecord file to read.")
@@ -51,12 +55,14 @@ def read_tfrecords(
         deterministic=True,
     )
     decode = functools.partial(tfrecord_format.decode_example, image_shape=image_shape)
-    return records.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    examples = records.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    return examples if num_classes is None else checked_labels(examples, num_classes)
 
 
 # A TFRecord is: uint64 length, uint32 masked CRC of the length, the data, uint32 masked CRC of the data.
 _LENGTH_BYTES = 8
 _CRC_BYTES = 4
+_LABEL_FEATURE = "image/class/label"
 
 
 def count_records(path: str) -> int:
@@ -85,6 +91,32 @@ def count_records(path: str) -> int:
     return count
 
 
+def _records(path: str) -> Iterator[bytes]:
+    """The serialized records of TFRecord file ``path``, in order (CRCs not checked: the reader already did)."""
+    with open(path, "rb") as handle:
+        while True:
+            header = handle.read(_LENGTH_BYTES)
+            if len(header) < _LENGTH_BYTES:
+                return
+            (length,) = struct.unpack("<Q", header)
+            handle.seek(_CRC_BYTES, 1)
+            data = handle.read(length)
+            handle.seek(_CRC_BYTES, 1)
+            if len(data) < length:
+                return
+            yield data
+
+
+def find_label_out_of_range(files: Sequence[str], num_classes: int) -> Optional[Tuple[str, int, int]]:
+    """The first ``(file, record index, label)`` whose label is outside ``0..num_classes-1``, or None."""
+    for path in files:
+        for index, record in enumerate(_records(path)):
+            values = tf.train.Example.FromString(record).features.feature[_LABEL_FEATURE].int64_list.value
+            if values and not 0 <= values[0] < num_classes:
+                return path, index, int(values[0])
+    return None
+
+
 def check_tfrecord_file(path: str) -> None:
     """Read every record of ``path``; raise ValueError naming the file if it is damaged or unreadable.
 
@@ -104,13 +136,13 @@ def check_tfrecord_file(path: str) -> None:
 
 
 @contextlib.contextmanager
-def named_read_errors(files: Sequence[str], dataset_name: str) -> Iterator[None]:
+def named_read_errors(files: Sequence[str], dataset_name: str, num_classes: Optional[int] = None) -> Iterator[None]:
     """Turn TensorFlow read errors raised inside the block into a ValueError naming the damaged file.
 
     Wrap the loop that pulls from a dataset made of ``files`` (eager iteration
     or ``session.run``). On ``DataLossError`` the files are checked in order
     until the damaged one is found; undecodable and wrongly sized images are
-    reported too.
+    reported too, and so is a label outside ``num_classes`` (naming shard, record and label).
     """
     try:
         yield
@@ -122,6 +154,12 @@ def named_read_errors(files: Sequence[str], dataset_name: str) -> Iterator[None]
             f"of its {len(files)} files reads back alone; check the disk holding them."
         ) from error
     except tf.errors.InvalidArgumentError as error:
+        if num_classes is not None and LABEL_OUT_OF_RANGE in error.message:
+            found = find_label_out_of_range(files, num_classes)
+            if found is None:
+                raise
+            path, index, label = found
+            raise ValueError(label_problem(f"shard {path} record {index}", label, num_classes, dataset_name)) from None
         wrong_shape = _WRONG_SHAPE.search(error.message)
         if wrong_shape:
             raise ValueError(

@@ -7,6 +7,7 @@ job), everything else to this worker (``worker`` job, task ``--task``); task 0 i
 """
 
 import dataclasses
+import re
 from typing import Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -17,6 +18,10 @@ tf1 = tf.compat.v1
 
 PS_JOB = "ps"
 WORKER_JOB = "worker"
+# What a session reports when a task of the cluster stops answering (Unavailable) or was restarted,
+# losing the session's graphs (Aborted), or when a call to it times out.
+LOST_TASK_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError)
+_TASK_NAME = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +75,21 @@ class ClusterLayout:
     def cluster_spec(self) -> tf.train.ClusterSpec:
         """The ``ClusterSpec`` of ``--ps_hosts`` and ``--worker_hosts``."""
         return tf.train.ClusterSpec({PS_JOB: list(self.ps_hosts), WORKER_JOB: list(self.worker_hosts)})
+
+
+def lost_task(error: tf.errors.OpError, layout: ClusterLayout) -> str:
+    """Name the task that ``error`` (one of ``LOST_TASK_ERRORS``) came from: ``ps task 0 (127.0.0.1:2222)``.
+
+    The message of an error relayed by this worker names this worker too; the other task is the lost one.
+    """
+    named = [(match.group(1), int(match.group(2))) for match in _TASK_NAME.finditer(error.message)]
+    others = [(job, task) for job, task in named if (job, task) != (WORKER_JOB, layout.task)]
+    if not others:
+        return f"a task of the cluster ({type(error).__name__})"
+    job, task = others[0]
+    hosts = {PS_JOB: layout.ps_hosts, WORKER_JOB: layout.worker_hosts}.get(job, ())
+    address = f" ({hosts[task]})" if task < len(hosts) else ""
+    return f"{job} task {task}{address}"
 
 
 def _check_task(task: int, count: int, of: str) -> None:

@@ -121,9 +121,13 @@ class LocalCluster:
     def start(self) -> None:
         """Start every parameter server, then every worker (task 0, the chief, first)."""
         for task in range(len(self.ps_hosts)):
-            self._start("ps", task, self._ps_command + self._cluster_flags(task))
+            self.start_ps(task)
         for task in range(len(self.worker_hosts)):
             self.start_worker(task)
+
+    def start_ps(self, task: int) -> None:
+        """Start (or restart, after ``kill_ps``) parameter server ``task`` on its address."""
+        self._start("ps", task, self._ps_command + self._cluster_flags(task))
 
     def start_worker(self, task: int) -> None:
         """Start (or restart, after ``kill_worker``) worker ``task``."""
@@ -135,8 +139,15 @@ class LocalCluster:
 
     def kill_worker(self, task: int) -> None:
         """Kill worker ``task`` at once (SIGKILL), as a crash would, and wait until it is gone."""
-        running = self._tasks[("worker", task)]
         self._killed.add(task)
+        self._kill("worker", task)
+
+    def kill_ps(self, task: int) -> None:
+        """Kill parameter server ``task`` at once (SIGKILL) and wait until it is gone."""
+        self._kill("ps", task)
+
+    def _kill(self, job: str, task: int) -> None:
+        running = self._tasks[(job, task)]
         running.process.kill()
         running.process.wait()
         running.reader.join(timeout=STOP_GRACE_SECS)
@@ -151,12 +162,13 @@ class LocalCluster:
         A non-chief worker that fails stops the run with its status: in synchronous training the
         others would wait for it for ever. ``timeout`` (seconds) bounds the wait; on expiry
         everything is stopped and ``TimeoutError`` raised. Ctrl-C interrupts the chief (which saves
-        a checkpoint), waits for it, stops the rest and re-raises ``KeyboardInterrupt``.
+        a checkpoint), waits for it, stops the rest and re-raises ``KeyboardInterrupt``; an
+        interrupt carrying a ``signum`` (the launcher's SIGTERM) forwards that signal instead.
         """
         try:
             return self._wait(timeout)
-        except KeyboardInterrupt:
-            self.interrupt_chief()
+        except KeyboardInterrupt as interrupt:
+            self.interrupt_chief(getattr(interrupt, "signum", signal.SIGINT))
             raise
         finally:
             self.stop()
@@ -176,28 +188,38 @@ class LocalCluster:
                 raise TimeoutError(f"the chief did not finish within {timeout:g} s; the cluster was stopped.")
             time.sleep(POLL_SECS)
 
-    def interrupt_chief(self) -> None:
-        """Send the chief one SIGINT (it saves a checkpoint and exits) and wait for it, up to a grace period."""
+    def interrupt_chief(self, signum: int = signal.SIGINT) -> None:
+        """Send the chief one ``signum`` (it saves a checkpoint and exits) and wait for it, up to a grace period.
+
+        The chief goes first: the other workers of a synchronous job must keep stepping until its save is done.
+        """
         chief = self._tasks[("worker", 0)].process
         if chief.poll() is None:
-            chief.send_signal(signal.SIGINT)
+            chief.send_signal(signum)
             try:
                 chief.wait(timeout=CHIEF_SAVE_GRACE_SECS)
             except subprocess.TimeoutExpired:
-                self._emit(f"[launcher] the chief did not stop within {CHIEF_SAVE_GRACE_SECS:g} s of Ctrl-C")
+                self._emit(f"[launcher] the chief did not stop within {CHIEF_SAVE_GRACE_SECS:g} s of "
+                           f"{signal.Signals(signum).name}")
+            else:
+                self._emit(f"[launcher] worker 0 (the chief) got {signal.Signals(signum).name} and exited with "
+                           f"status {chief.returncode} (it saves the current step first)")
 
     def stop(self) -> None:
-        """Stop every task still running: SIGTERM, then SIGKILL after a grace period."""
-        running = [task for task in self._tasks.values() if task.process.poll() is None]
-        for task in running:
+        """Stop every task still running: SIGTERM, then SIGKILL after a grace period; say what each did."""
+        running = {key: task for key, task in self._tasks.items() if task.process.poll() is None}
+        for task in running.values():
             task.process.terminate()
         deadline = time.monotonic() + STOP_GRACE_SECS
-        for task in running:
+        for (job, index), task in running.items():
             try:
                 task.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+                how = f"exited with status {task.process.returncode}"
             except subprocess.TimeoutExpired:
                 task.process.kill()
                 task.process.wait()
+                how = f"was killed after {STOP_GRACE_SECS:g} s (blocked, e.g. waiting for a step of a stopped worker)"
+            self._emit(f"[launcher] {job} {index} stopped: {how}")
         for task in self._tasks.values():
             task.reader.join(timeout=STOP_GRACE_SECS)
 

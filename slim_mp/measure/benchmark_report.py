@@ -6,13 +6,13 @@ chart shows each measured configuration's speed-up over float32.
 """
 
 import dataclasses
-import json
 import os
 from typing import Dict, List
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from slim_mp.json_files import write_json_atomically
 from slim_mp.measure.benchmark_suite import BASELINE, SuiteRun, VariantResult
 
 MIB = 2 ** 20
@@ -107,8 +107,7 @@ def write_benchmark_reports(run: SuiteRun, output_dir: str) -> Dict[str, str]:
     """Write the JSON, markdown and PNG files into ``output_dir`` (created if needed); their paths by kind."""
     os.makedirs(output_dir, exist_ok=True)
     paths = {kind: os.path.join(output_dir, f"benchmark.{kind}") for kind in ("json", "md", "png")}
-    with open(paths["json"], "w", encoding="utf-8") as handle:
-        json.dump(as_json(run), handle, indent=2)
+    write_json_atomically(paths["json"], as_json(run))
     with open(paths["md"], "w", encoding="utf-8") as handle:
         handle.write(as_markdown(run))
     draw_speedups(run, paths["png"])

@@ -6,12 +6,12 @@ script's own (``slim_mp.training``), so the audit sees what ``train_image_classi
 """
 
 import dataclasses
-import json
 import os
 from typing import Callable, Dict
 
 import tensorflow as tf
 
+from slim_mp.json_files import write_json_atomically
 from slim_mp.numerics.layer_diff import LayerDiff, layer_diff, layer_diff_markdown
 from slim_mp.numerics.value_audit import AuditResult, audit, audit_markdown
 from slim_mp.precision import resolve_precision
@@ -80,8 +80,7 @@ def build_network_graph(config: TrainConfig, is_training: bool) -> NetworkGraph:
 
 
 def _write_json(data: dict, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1)
+    write_json_atomically(path, data)
 
 
 def _write_text(text: str, path: str) -> None:

@@ -1,11 +1,11 @@
 """A parity comparison as files: mean ± std per precision, the full JSON record and a Markdown table."""
 
 import dataclasses
-import json
 import os
 import statistics
 from typing import Dict, List, Optional, Sequence
 
+from slim_mp.json_files import write_json_atomically
 from slim_mp.measure.parity import END_LEARNING_RATE_FRACTION, MOMENTUM, REFERENCE_PRECISION, ParityResult
 
 JSON_FILENAME = "parity.json"
@@ -110,8 +110,7 @@ def write_report(result: ParityResult) -> Dict[str, str]:
         "json": os.path.join(result.config.output_dir, JSON_FILENAME),
         "markdown": os.path.join(result.config.output_dir, MARKDOWN_FILENAME),
     }
-    with open(paths["json"], "w", encoding="utf-8") as handle:
-        json.dump(to_dict(result), handle, indent=1)
+    write_json_atomically(paths["json"], to_dict(result))
     with open(paths["markdown"], "w", encoding="utf-8") as handle:
         handle.write(to_markdown(result))
     return paths

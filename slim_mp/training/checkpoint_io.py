@@ -7,9 +7,12 @@ rename, ``tf.train.latest_checkpoint`` still names the previous checkpoint, whos
 touched. Old checkpoints beyond ``max_to_keep`` are deleted after the state file no longer lists
 them. Temporaries carry their writer's host and pid, so a save never deletes those of a live
 process; ``train_dir_lock`` keeps a second training process out of the folder altogether.
+``disk_write_errors`` turns a full, read-only or forbidden disk into one error naming the folder,
+the last good checkpoint and the fix.
 """
 
 import contextlib
+import errno
 import fcntl
 import glob
 import os
@@ -17,7 +20,7 @@ import re
 import shutil
 import socket
 import tempfile
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
@@ -28,6 +31,18 @@ TEMP_DIR_PREFIX = ".saving-"
 LOCK_FILENAME = "train_dir.lock"
 MAX_TO_KEEP = 5
 
+# What the operator does about each way a disk refuses a write.
+_DISK_FIXES = {
+    errno.ENOSPC: "free space on its disk",
+    errno.EDQUOT: "free space within your disk quota",
+    errno.EROFS: "remount its file system read-write",
+    errno.EACCES: "give this user write permission on it",
+    errno.EPERM: "give this user write permission on it",
+}
+# TensorFlow's and the summary writer's form of those errors: "<path>; No space left on device".
+_DISK_MESSAGE = re.compile(
+    r"(?P<path>[^\s;']+); (?P<reason>" + "|".join(re.escape(os.strerror(code)) for code in _DISK_FIXES) + ")"
+)
 _TEMP_OWNER = re.compile(re.escape(TEMP_DIR_PREFIX) + r"(?P<host>.+)-(?P<pid>\d+)-[^-]*$")
 _CHECKPOINT_FILE = re.compile(re.escape(CHECKPOINT_BASENAME) + r"-(?P<step>\d+)\.(?:index|meta|data-\d+-of-\d+)$")
 
@@ -97,11 +112,16 @@ def write_state(train_dir: str, kept: List[str]) -> None:
     """
     state = tf.compat.v1.train.generate_checkpoint_state_proto(os.path.abspath(train_dir), kept[-1], kept)
     temp_path = os.path.join(train_dir, f"{TEMP_DIR_PREFIX}{_owner_tag()}-{STATE_FILENAME}")
-    with open(temp_path, "w", encoding="utf-8") as temp_file:
-        temp_file.write(str(state))
-        temp_file.flush()
-        os.fsync(temp_file.fileno())
-    os.replace(temp_path, os.path.join(train_dir, STATE_FILENAME))
+    try:
+        with open(temp_path, "w", encoding="utf-8") as temp_file:
+            temp_file.write(str(state))
+            temp_file.flush()
+            os.fsync(temp_file.fileno())
+        os.replace(temp_path, os.path.join(train_dir, STATE_FILENAME))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temp_path)
+        raise
 
 
 def _delete_checkpoint_files(train_dir: str, prefix: str) -> None:
@@ -152,20 +172,87 @@ def atomic_save(
     if listed and listed[-1] == name:
         return os.path.join(train_dir, name)
     temp_dir = tempfile.mkdtemp(prefix=f"{TEMP_DIR_PREFIX}{_owner_tag()}-", dir=train_dir)
+    previous = [prefix for prefix in listed if prefix != name]
+    kept = (previous + [name])[-max_to_keep:]
     try:
         saver.save(session, os.path.join(temp_dir, name), write_meta_graph=True, write_state=False)
         written = sorted(os.listdir(temp_dir), key=lambda file_name: file_name.endswith(".index"))
         for file_name in written:  # the index last: it is what makes a prefix a checkpoint
             os.replace(os.path.join(temp_dir, file_name), os.path.join(train_dir, file_name))
+        write_state(train_dir, kept)
+    except BaseException:
+        # A save that failed part-way (e.g. a full disk) leaves no files of its own beside the listed checkpoints.
+        if name not in listed:
+            _delete_checkpoint_files(train_dir, name)
+        raise
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
-    previous = [prefix for prefix in listed if prefix != name]
-    kept = (previous + [name])[-max_to_keep:]
-    write_state(train_dir, kept)
     for prefix in previous:
         if prefix not in kept:
             _delete_checkpoint_files(train_dir, prefix)
     return os.path.join(train_dir, name)
+
+
+class DiskWriteError(ValueError):
+    """A folder the run writes to is full, read-only or not writable; the message names it and the fix."""
+
+
+def _inside(path: Optional[str], directory: str) -> bool:
+    """True when ``path`` is ``directory`` or lies under it (paths compared absolute)."""
+    if not path:
+        return False
+    folder = os.path.abspath(directory)
+    return os.path.abspath(path) == folder or os.path.abspath(path).startswith(folder + os.sep)
+
+
+def _refused_write(error: BaseException, directory: str) -> Optional[Tuple[str, int]]:
+    """``(reason, errno)`` when ``error`` is a write into ``directory`` that its disk refused, else None."""
+    if isinstance(error, OSError) and error.errno in _DISK_FIXES:
+        # Python's own writes name the file; a write to an already open file may not (then it is ours).
+        if error.filename is None or _inside(error.filename, directory):
+            return os.strerror(error.errno), error.errno
+        return None
+    if isinstance(error, (tf.errors.OpError, RuntimeError)):
+        message = error.message if isinstance(error, tf.errors.OpError) else str(error)
+        for match in _DISK_MESSAGE.finditer(message):
+            if _inside(match.group("path"), directory):
+                reason = match.group("reason")
+                return reason, next(code for code in _DISK_FIXES if os.strerror(code) == reason)
+    return None
+
+
+def latest_checkpoint_step(train_dir: str) -> Optional[int]:
+    """The step of the latest checkpoint the state file of ``train_dir`` lists, or None."""
+    listed, _ = read_state(train_dir)
+    return checkpoint_step(listed[-1]) if listed else None
+
+
+def latest_checkpoint_note(train_dir: str) -> str:
+    """What the state file of ``train_dir`` says is the latest checkpoint, for an error message."""
+    step = latest_checkpoint_step(train_dir)
+    if step is None:
+        return "no checkpoint was saved yet"
+    return f"the last good checkpoint, {CHECKPOINT_BASENAME}-{step} (step {step}), is intact"
+
+
+@contextlib.contextmanager
+def disk_write_errors(directory: str, flag: str, what_is_safe: Callable[[], str]) -> Iterator[None]:
+    """Turn a refused write into ``directory`` inside the block into a ``DiskWriteError`` naming ``flag``.
+
+    ``what_is_safe()`` says, for the message, what the failure left intact (e.g. the last good checkpoint).
+    Other errors pass through unchanged.
+    """
+    try:
+        yield
+    except (OSError, tf.errors.OpError, RuntimeError) as error:
+        refused = _refused_write(error, directory)
+        if refused is None:
+            raise
+        reason, code = refused
+        raise DiskWriteError(
+            f"cannot write to {flag}={directory} ({reason}); {what_is_safe()}: {_DISK_FIXES[code]} "
+            f"(or pass another {flag}), then run the same command again."
+        ) from None
 
 
 def _lock_holder(handle) -> str:

@@ -123,7 +123,8 @@ def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
 
     Bad input (``UsageError``, ``ValueError``, ``TypeError``) prints one ``error: ...`` line
     naming the flag and the fix and exits with status 2, with the traceback only under
-    ``--verbose``; Ctrl-C exits with status 130 (training saves a checkpoint first). With
+    ``--verbose``; Ctrl-C exits with status 130 and SIGTERM during training with 143 (training saves a
+    checkpoint first). With
     ``takes_arguments`` the arguments after ``--`` are passed to ``main`` as a list; otherwise
     any positional argument is an error.
     """
@@ -138,8 +139,9 @@ def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
                     f"unexpected argument {argv[1]!r}; pass every option as a --flag=value pair."
                 )
             main()
-        except KeyboardInterrupt as interrupt:
-            _report_and_exit(interrupt, "interrupted", EXIT_INTERRUPTED)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM during training (its own message and status)
+            code = getattr(interrupt, "exit_code", EXIT_INTERRUPTED)
+            _report_and_exit(interrupt, str(interrupt) or "interrupted", code)
         except (app.UsageError, ValueError, TypeError) as error:
             _report_and_exit(error, str(error), EXIT_BAD_INPUT)
 

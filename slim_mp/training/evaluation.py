@@ -1,7 +1,6 @@
 """Evaluate a checkpoint on a whole split: top-1, top-5 and mean loss, every example counted exactly once."""
 
 import dataclasses
-import json
 import os
 from typing import Callable, ContextManager, Dict, Optional, Tuple
 
@@ -11,6 +10,8 @@ import tf_slim as slim
 from absl import logging
 
 from slim_mp.config_fields import option
+from slim_mp.json_files import write_json_atomically
+from slim_mp.training.checkpoint_io import disk_write_errors
 from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.training.checkpoint_restore import check_checkpoint_fits, resolve_checkpoint
 from slim_mp.datasets import get_dataset
@@ -170,9 +171,10 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
         "global_step": _global_step(checkpoint),
         "checkpoint": checkpoint,
     }
-    with open(os.path.join(config.eval_dir, METRICS_FILENAME), "w", encoding="utf-8") as handle:
-        json.dump(metrics, handle, indent=1)
-    write_eval_summaries(config.eval_dir, metrics)
+    # Printed first, so a disk that refuses the files below does not lose the numbers.
     print_line(" ".join(f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
                         for key, value in metrics.items()))
+    with disk_write_errors(config.eval_dir, "--eval_dir", lambda: f"{checkpoint} is untouched (metrics printed above)"):
+        write_json_atomically(os.path.join(config.eval_dir, METRICS_FILENAME), metrics)
+        write_eval_summaries(config.eval_dir, metrics)
     return metrics

@@ -6,27 +6,30 @@ pass report. All stop when the global step reaches ``--max_number_of_steps``.
 
 import contextlib
 import dataclasses
-import json
 import os
 import re
+import threading
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.json_files import write_json_atomically
-from slim_mp.training.checkpoint_io import atomic_save, train_dir_lock
+from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
+from slim_mp.training.checkpoint_io import (
+    atomic_save, disk_write_errors, latest_checkpoint_note, latest_checkpoint_step, train_dir_lock,
+)
 from slim_mp.training.checkpoint_restore import (
     check_checkpoint_complete, check_checkpoint_fits, find_resume_checkpoint,
 )
-from slim_mp.distribute.cluster import ClusterLayout, session_target
+from slim_mp.distribute.cluster import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.nonfinite_watch import NonfiniteWatch
 from slim_mp.training.precision_flags import write_rewrite_reports
+from slim_mp.training.preemption import Terminated, sigterm_as_interrupt
 from slim_mp.training.progress import Throughput, format_progress
-from slim_mp.training.session_start import SessionInit, start_session
+from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
 from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
 from slim_mp.training.train_graph import TrainGraph, build_train_graph
 
@@ -36,9 +39,14 @@ tf1 = tf.compat.v1
 StepCallback = Callable[[Dict[str, float]], None]
 
 RUN_INFO_FILENAME = "run_info.json"
+_RUN_INFO_SCHEMA = {"precision": str}
 # The sentences of the two divergence checks: the loss check of the train step and the loss-scale guard.
 _DIVERGENCE = re.compile(r"(The loss is inf or NaN[^:\n]*|Training diverged:[^\]]*)")
 _DIAGNOSIS = re.compile(r"Diagnosis \(--mp_debug_nonfinite\): [^\n]*")
+
+
+class ClusterTaskLostError(ValueError):
+    """A parameter server or worker of the cluster stopped answering; the message names it and what to do."""
 
 
 class TrainingDivergedError(ValueError):
@@ -59,11 +67,13 @@ class TrainResult:
 
 
 def _recorded_precision(train_dir: str) -> Optional[str]:
-    """The precision the last run in ``train_dir`` trained in, or None if unrecorded (or unreadable)."""
+    """The precision the last run in ``train_dir`` trained in, or None if unrecorded (a damaged record: a warning)."""
     try:
-        with open(os.path.join(train_dir, RUN_INFO_FILENAME), encoding="utf-8") as handle:
-            return json.load(handle).get("precision")
-    except (OSError, ValueError, AttributeError):
+        return read_json_file(os.path.join(train_dir, RUN_INFO_FILENAME), _RUN_INFO_SCHEMA)["precision"]
+    except FileNotFoundError:
+        return None
+    except JsonFileError as error:
+        logging.warning("%s; the precision of the previous run is unknown (the file is rewritten)", error)
         return None
 
 
@@ -103,7 +113,7 @@ def _restore_or_initialise(built: TrainGraph, resume_from: Optional[str]) -> Ses
 
 def train(config: TrainConfig, print_line: Callable[[str], None] = print,
           on_step: Optional[StepCallback] = None) -> TrainResult:
-    """Train as ``config`` says until ``max_number_of_steps`` (or Ctrl-C, which saves a checkpoint and re-raises).
+    """Train as ``config`` says until ``max_number_of_steps`` (or Ctrl-C or SIGTERM: the chief saves, then re-raises).
 
     Progress lines go to ``print_line``; the chief writes checkpoints and TensorBoard events to
     ``config.train_dir``; ``on_step``, when given, receives every step's progress values (for loss
@@ -113,8 +123,35 @@ def train(config: TrainConfig, print_line: Callable[[str], None] = print,
     layout = cluster_layout(config)
     if layout.is_chief:
         prepare_output_dir(config.train_dir, "--train_dir")
-    with train_dir_lock(config.train_dir) if layout.is_chief else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(sigterm_as_interrupt())
+        if layout.is_chief:
+            stack.enter_context(_summary_thread_errors_reported_once())
+            stack.enter_context(disk_write_errors(
+                config.train_dir, "--train_dir", lambda: latest_checkpoint_note(config.train_dir)
+            ))
+            stack.enter_context(train_dir_lock(config.train_dir))
         return _train(config, layout, print_line, on_step)
+
+
+@contextlib.contextmanager
+def _summary_thread_errors_reported_once() -> Iterator[None]:
+    """Keep the summary writer's thread from printing a traceback for a failed write.
+
+    TensorFlow's ``FileWriter`` writes from its own thread (named ``EventLoggerThread``) and raises
+    the same error again in the loop's next ``add_summary`` or ``close``, which reports it in one line.
+    """
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.thread is None or args.thread.name != "EventLoggerThread":
+            previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str], None],
@@ -132,6 +169,26 @@ def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str
         logging.info("%s", report.summary())
     if config.precision_options.mp_report and layout.is_chief:
         write_rewrite_reports(reports, config.precision_options.mp_report)
+    try:
+        return _run_session(built, config, layout, target, resume_from, print_line, on_step)
+    except LOST_TASK_ERRORS as error:
+        raise _lost_task_error(error, config, layout) from None
+
+
+def _lost_task_error(error: tf.errors.OpError, config: TrainConfig, layout: ClusterLayout) -> ClusterTaskLostError:
+    """The one-line error for a task of the cluster that stopped answering, saying what the operator does."""
+    step = latest_checkpoint_step(config.train_dir) if layout.is_chief else None
+    resume = f"model.ckpt-{step}" if step is not None else "its latest checkpoint in --train_dir (if any)"
+    return ClusterTaskLostError(
+        f"lost contact with {lost_task(error, layout)} of the cluster ({type(error).__name__}); "
+        f"restart it, then restart every worker: the chief resumes from {resume}."
+    )
+
+
+def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, target: str,
+                 resume_from: Optional[str], print_line: Callable[[str], None],
+                 on_step: Optional[StepCallback]) -> TrainResult:
+    """Start the session (restoring ``resume_from``), run the loop, close the session (bounded: see ``close``)."""
     with built.graph.as_default():
         loss_scale = built.optimizer.loss_scale if config.precision_options.mixed else None
         started = start_session(
@@ -141,14 +198,18 @@ def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str
         )
         built.graph.finalize()
         writer = _summary_writer(built, config.train_dir) if layout.is_chief else None
+        close_timeout = None
         try:
             if built.input_feed is not None:
                 built.input_feed.initialize(started.session)
             return _loop(built, started.session, writer, config, print_line, on_step, layout.is_chief, loss_scale)
+        except LOST_TASK_ERRORS:
+            close_timeout = LOST_TASK_CLOSE_SECS  # closing would wait for the lost task for ever
+            raise
         finally:
             if writer is not None:
                 writer.close()
-            started.close()
+            started.close(close_timeout)
 
 
 def _summary_writer(built: TrainGraph, train_dir: str) -> tf1.summary.FileWriter:
@@ -216,11 +277,17 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
                 if is_chief and time.monotonic() - last_save >= config.save_interval_secs:
                     atomic_save(built.saver, session, config.train_dir, step)
                     last_save = time.monotonic()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
+        saved = "the chief saves the checkpoints"
         if is_chief:
             step = int(session.run(built.global_step))  # the interrupted run() may or may not have finished
             checkpoint = atomic_save(built.saver, session, config.train_dir, step)
             logging.info("Interrupted at step %d; saved %s", step, checkpoint)
+            saved = f"saved {checkpoint}"
+        if isinstance(interrupt, Terminated):
+            raise Terminated(
+                f"terminated by SIGTERM at step {step}; {saved}; rerun the same command to resume"
+            ) from None
         raise
     if values is not None and iterations % config.log_every_n_steps != 0:
         print_line(_progress_line(values, throughput.rate()))

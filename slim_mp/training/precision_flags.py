@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from slim_mp.config_fields import option
 from slim_mp.graph_pass import (MeasuringTarget, PlacementOptions, RewriteReport, default_placement,
                                 resolve_placement)
+from slim_mp.json_files import write_json_atomically
 from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.policy import DYNAMIC, DynamicLossScale, make_loss_scale_manager, parse_loss_scale
 from slim_mp.precision import precision_name
@@ -125,5 +126,5 @@ class LossScaleOptions:
 
 def write_rewrite_reports(reports: Sequence[RewriteReport], path: str) -> None:
     """Write the graph pass's reports to ``path`` (``--mp_report``) as JSON: ``{"reports": [...]}``."""
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"reports": [report.to_dict() for report in reports]}, handle, indent=1, default=str)
+    content = {"reports": [report.to_dict() for report in reports]}
+    write_json_atomically(path, json.loads(json.dumps(content, default=str)))  # values JSON lacks become strings

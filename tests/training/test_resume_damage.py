@@ -3,6 +3,7 @@
 One LeNet run saves checkpoints at steps 1, 2 and 3; each test damages a copy and resumes it to step 4.
 """
 
+import logging
 import os
 import shutil
 
@@ -10,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from script_runs import EVAL_SCRIPT, LENET_ARGS, TRAIN_SCRIPT, check_ok, checkpoint_tensor, progress_lines, run_script
+from slim_mp.training.loop import RUN_INFO_FILENAME, _recorded_precision
 
 pytestmark = pytest.mark.slow  # one training subprocess per case
 
@@ -138,3 +140,12 @@ def test_evaluating_a_folder_with_a_damaged_newest_checkpoint_uses_the_previous_
     warning = warnings_of(process.stderr)
     assert len(warning) == 1 and DATA in warning[0] and "using model.ckpt-2" in warning[0], warning
     assert "global_step=2" in process.stdout
+
+
+@pytest.mark.parametrize("content", ['["float16"]', '{"precision": 16}', "{not json"])
+def test_a_damaged_run_record_is_a_warning_not_an_error(tmp_path, content, caplog):
+    """run_info.json only feeds the warning about a precision change: damage makes the precision unknown."""
+    (tmp_path / RUN_INFO_FILENAME).write_text(content)
+    with caplog.at_level(logging.WARNING):
+        assert _recorded_precision(str(tmp_path)) is None
+    assert any(str(tmp_path / RUN_INFO_FILENAME) in record.getMessage() for record in caplog.records)
