@@ -1,0 +1,53 @@
+"""Profile a model's training step in float32 and in mixed precision: where the time and memory go.
+
+    python scripts/profile_step.py --model_name=resnet_v1_50 --dataset_name=fashion_mnist \
+        --train_image_size=224 --batch_size=8 --precision=bfloat16 --output_dir=runs/profile
+
+Takes the training script's flags (model, data, preprocessing, optimizer, precision, loss scaling,
+placement) and builds exactly the step ``train_image_classifier.py`` would run, once in float32 and
+once in ``--precision``. Writes ``--output_dir``/profile.md (per op type: time, share, speed-up;
+casts; GFLOP/s of convolutions and matrix products against this device's measured peak; the
+largest tensors alive at the memory peak), profile.json (every op) and profile.png.
+"""
+
+from absl import flags
+
+from slim_mp.devices import detect_device
+from slim_mp.measure.device_peak import device_peak
+from slim_mp.measure.profile_run import ProfileSteps, profile_both
+from slim_mp.measure.step_profile_report import write_profile_reports
+from slim_mp.training import cli
+from slim_mp.training.train_config import TrainConfig
+
+cli.define_flags(TrainConfig)
+flags.DEFINE_string("output_dir", None, "Folder for profile.md, profile.json and profile.png.")
+flags.DEFINE_integer("profile_warmup_steps", 3, "Untimed steps before measuring each configuration.")
+flags.DEFINE_integer("profile_timed_steps", 5, "Untraced steps whose median is the step time.")
+flags.DEFINE_integer("profile_traced_steps", 3, "Traced steps whose per-op median times are reported.")
+flags.mark_flag_as_required("output_dir")
+FLAGS = flags.FLAGS
+
+
+def progress(line: str) -> None:
+    print(line, flush=True)
+
+
+def main() -> None:
+    """Profile both configurations and write the three reports."""
+    config = cli.config_from_flags(TrainConfig)
+    steps = ProfileSteps(FLAGS.profile_warmup_steps, FLAGS.profile_timed_steps, FLAGS.profile_traced_steps)
+    for name, value in (("--profile_timed_steps", steps.timed), ("--profile_traced_steps", steps.traced)):
+        if value < 1:
+            raise ValueError(f"{name}={value} must be at least 1.")
+    device = detect_device()
+    progress(f"device: {device.describe()}")
+    float32, mixed = profile_both(config, f"{FLAGS.output_dir}/scratch_train_dirs", steps, progress)
+    peaks = {precision: device_peak(device, precision) for precision in ("float32", mixed.label)}
+    title = (f"{config.model_name}, batch {config.batch_size}, "
+             f"{config.train_image_size or 'default'} px, {mixed.label} vs float32")
+    for path in write_profile_reports(title, float32, mixed, peaks, FLAGS.output_dir).values():
+        progress(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    cli.run(main)

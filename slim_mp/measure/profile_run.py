@@ -1,0 +1,72 @@
+"""Profile the training step that ``train_image_classifier.py`` would run, in float32 and in mixed precision.
+
+The step is built by the training script's own graph builder from a ``TrainConfig`` (same model,
+data, input pipeline, optimizer, loss scaling and placement), run in a session configured as
+training configures it, and profiled with ``slim_mp.measure.step_profile``. Nothing is written to
+the user's ``--train_dir``: each configuration gets a scratch one under the output folder (where a
+measured placement keeps its ``placement.json``).
+"""
+
+import dataclasses
+import os
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+from slim_mp.distribute.cluster import ClusterLayout
+from slim_mp.measure.step_profile import StepProfile, profile_session_step
+from slim_mp.training.train_config import TrainConfig
+from slim_mp.training.train_graph import build_train_graph
+
+tf1 = tf.compat.v1
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileSteps:
+    """How many steps each configuration runs: warm-up, untraced (wall time), traced (op times)."""
+
+    warmup: int = 3
+    timed: int = 5
+    traced: int = 3
+
+
+def with_precision(config: TrainConfig, precision: str, scratch_dir: str) -> TrainConfig:
+    """``config`` computing in ``precision``, with a scratch ``train_dir`` and no step limit checks."""
+    options = dataclasses.replace(config.precision_options, precision=precision)
+    return dataclasses.replace(config, precision_options=options, train_dir=os.path.join(scratch_dir, precision))
+
+
+def profile_train_step(config: TrainConfig, steps: ProfileSteps = ProfileSteps(),
+                       progress: Optional[Callable[[str], None]] = None) -> StepProfile:
+    """Build ``config``'s training graph (one process, no cluster) and profile one step of it."""
+    layout = ClusterLayout()
+    os.makedirs(config.train_dir, exist_ok=True)
+    built = build_train_graph(config, layout)
+    label = config.precision_options.precision
+    with built.graph.as_default():
+        session_config = layout.session_config(bfloat16=label == "bfloat16")
+        with tf1.Session(graph=built.graph, config=session_config) as session:
+            session.run(built.session_ops.global_init)
+            session.run(built.session_ops.local_init)
+            if built.input_feed is not None:
+                built.input_feed.initialize(session)
+            if progress:
+                progress(f"{label}: profiling {steps.traced} traced steps after {steps.warmup + steps.timed} untraced")
+            return profile_session_step(session, built.progress["loss"], label, traced_steps=steps.traced,
+                                        timed_steps=steps.timed, warmup_steps=steps.warmup)
+
+
+def profile_both(config: TrainConfig, scratch_dir: str, steps: ProfileSteps = ProfileSteps(),
+                 progress: Optional[Callable[[str], None]] = None):
+    """The float32 profile and the mixed-precision one of ``config`` (whose precision must be low).
+
+    Raises:
+        ValueError: ``config`` asks for float32 (there is nothing to compare).
+    """
+    precision = config.precision_options.precision
+    if precision == "float32":
+        raise ValueError("--precision=float32 has nothing to compare against; pass --precision=bfloat16 or float16.")
+    reference = profile_train_step(with_precision(config, "float32", scratch_dir), steps, progress)
+    mixed = profile_train_step(with_precision(config, precision, scratch_dir), steps, progress)
+    return reference, mixed
+

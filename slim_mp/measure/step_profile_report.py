@@ -1,0 +1,147 @@
+"""Write a float32-versus-mixed-precision step profile as text, JSON and a plot.
+
+- ``profile.md``: the step times; per op type the time, share and speed-up; the casts; the
+  slowest convolutions and matrix products with their GFLOP/s against the device's peak; at the
+  memory peak the live bytes by dtype and the largest live tensors with the ops holding them.
+- ``profile.json``: the same numbers, every op included.
+- ``profile.png``: per op type the milliseconds mixed precision saves (green) or costs (red), and
+  the live bytes at the peak by dtype for both configurations.
+"""
+
+import dataclasses
+import os
+from typing import Dict, List, Optional
+
+from slim_mp.json_files import write_json_atomically
+from slim_mp.measure.device_peak import DevicePeak
+from slim_mp.measure.step_profile import CONV_TYPES, MATMUL_TYPES, StepProfile, TypeComparison, compare_profiles
+
+TOP_TYPES = 15
+TOP_OPS = 12
+TOP_TENSORS = 10
+MIB = 1024 * 1024
+
+
+def _peak_for(op_type: str, peak: Optional[DevicePeak]) -> Optional[float]:
+    if peak is None:
+        return None
+    return peak.matmul_gflops if op_type in MATMUL_TYPES else peak.conv_gflops
+
+
+def _type_rows(comparisons: List[TypeComparison], mixed: StepProfile) -> List[str]:
+    total = mixed.op_ms or 1.0
+    rows = ["| op type | float32 ms | mixed ms | share of mixed | speed-up |", "|---|---:|---:|---:|---:|"]
+    for row in comparisons[:TOP_TYPES]:
+        speedup = f"{row.speedup:.2f}x" if row.speedup else "-"
+        rows.append(f"| {row.op_type} | {row.float32_ms:.1f} | {row.mixed_ms:.1f} | "
+                    f"{100 * row.mixed_ms / total:.1f}% | {speedup} |")
+    return rows
+
+
+def _heavy_op_rows(profile: StepProfile, peak: Optional[DevicePeak]) -> List[str]:
+    heavy = [op for op in profile.ops if op.flops][:TOP_OPS]
+    rows = ["| op | type | dtype | ms | GFLOP/s | of peak |", "|---|---|---|---:|---:|---:|"]
+    for op in heavy:
+        achieved = op.gflops_per_second
+        peak_value = _peak_for(op.op_type, peak)
+        share = f"{100 * achieved / peak_value:.0f}%" if achieved and peak_value else "-"
+        rows.append(f"| {op.name} | {op.op_type} | {op.dtype} | {op.micros / 1e3:.2f} | "
+                    f"{achieved or 0:.1f} | {share} |")
+    return rows
+
+
+def _memory_rows(profile: StepProfile) -> List[str]:
+    rows = [f"{profile.label}: {profile.peak_live_bytes / MIB:.1f} MiB of step tensors alive at the peak; by dtype: "
+            + ", ".join(f"{dtype} {size / MIB:.1f} MiB" for dtype, size in profile.live_bytes_by_dtype().items()),
+            "", "| tensor made by | op type | dtype | shape | MiB |", "|---|---|---|---|---:|"]
+    for tensor in profile.live_at_peak[:TOP_TENSORS]:
+        shape = "x".join(str(dim) for dim in tensor.shape) or "scalar"
+        rows.append(f"| {tensor.producer} | {tensor.op_type} | {tensor.dtype} | {shape} | {tensor.bytes / MIB:.2f} |")
+    return rows
+
+
+def profile_text(title: str, float32: StepProfile, mixed: StepProfile,
+                 peaks: Dict[str, DevicePeak]) -> str:
+    """The Markdown report of one model's two profiles."""
+    comparisons = compare_profiles(float32, mixed)
+    lines = [f"# Step profile: {title}", ""]
+    lines.append(f"- step (untraced median): float32 {float32.step_ms:.1f} ms, {mixed.label} {mixed.step_ms:.1f} ms "
+                 f"({float32.step_ms / mixed.step_ms:.2f}x)")
+    lines.append(f"- sum of op times: float32 {float32.op_ms:.1f} ms, {mixed.label} {mixed.op_ms:.1f} ms")
+    for profile in (float32, mixed):
+        count, cast_ms = profile.casts()
+        lines.append(f"- casts in {profile.label}: {count} ops, {cast_ms:.1f} ms "
+                     f"({100 * cast_ms / (profile.op_ms or 1):.1f}% of op time)")
+    for precision, peak in peaks.items():
+        emulated = " (emulated on this device, measured on small shapes)" if peak.emulated else ""
+        lines.append(f"- device peak, {precision}: conv {peak.conv_gflops:.1f} GFLOP/s, "
+                     f"matmul {peak.matmul_gflops:.1f} GFLOP/s{emulated}")
+    lines += ["", "## Time per op type", ""] + _type_rows(comparisons, mixed)
+    lost = [row for row in comparisons if row.saved_ms < 0]
+    if lost:
+        lines += ["", "Slower in mixed precision: " + ", ".join(
+            f"{row.op_type} (+{-row.saved_ms:.1f} ms)" for row in sorted(lost, key=lambda r: r.saved_ms)[:8])]
+    for profile in (float32, mixed):
+        lines += ["", f"## Heaviest convolutions and matrix products, {profile.label}", ""]
+        lines += _heavy_op_rows(profile, peaks.get(profile.label))
+    lines += ["", "## Memory at the peak of live step tensors", ""]
+    lines += _memory_rows(float32) + [""] + _memory_rows(mixed)
+    return "\n".join(lines) + "\n"
+
+
+def profile_json(title: str, float32: StepProfile, mixed: StepProfile,
+                 peaks: Dict[str, DevicePeak]) -> dict:
+    """Every number of the report, every op included."""
+    def profile_dict(profile: StepProfile) -> dict:
+        count, cast_ms = profile.casts()
+        return {"label": profile.label, "step_ms": profile.step_ms, "op_ms": profile.op_ms,
+                "casts": count, "cast_ms": cast_ms, "by_type_ms": profile.by_type(),
+                "peak_live_bytes": profile.peak_live_bytes, "live_bytes_by_dtype": profile.live_bytes_by_dtype(),
+                "live_at_peak": [dataclasses.asdict(t) for t in profile.live_at_peak],
+                "ops": [dict(dataclasses.asdict(op), gflops_per_second=op.gflops_per_second) for op in profile.ops]}
+    return {"title": title, "float32": profile_dict(float32), "mixed": profile_dict(mixed),
+            "device_peaks": {name: dataclasses.asdict(peak) for name, peak in peaks.items()},
+            "by_type": [dict(dataclasses.asdict(row), saved_ms=row.saved_ms, speedup=row.speedup)
+                        for row in compare_profiles(float32, mixed)]}
+
+
+def plot_profile(title: str, float32: StepProfile, mixed: StepProfile, path: str) -> None:
+    """Saved/lost milliseconds per op type, and live bytes at the peak by dtype."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    rows = sorted(compare_profiles(float32, mixed)[:TOP_TYPES], key=lambda row: row.saved_ms)
+    figure, (time_axis, memory_axis) = pyplot.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [3, 2]})
+    colours = ["tab:green" if row.saved_ms >= 0 else "tab:red" for row in rows]
+    time_axis.barh([row.op_type for row in rows], [row.saved_ms for row in rows], color=colours)
+    time_axis.axvline(0, color="black", linewidth=0.8)
+    time_axis.set_xlabel(f"ms saved per step by {mixed.label} (red: lost)")
+    time_axis.set_title(f"step {float32.step_ms:.0f} ms -> {mixed.step_ms:.0f} ms")
+    dtypes = sorted(set(float32.live_bytes_by_dtype()) | set(mixed.live_bytes_by_dtype()))
+    bottoms = [0.0, 0.0]
+    for dtype in dtypes:
+        sizes = [profile.live_bytes_by_dtype().get(dtype, 0) / MIB for profile in (float32, mixed)]
+        memory_axis.bar(["float32", mixed.label], sizes, bottom=bottoms, label=dtype)
+        bottoms = [b + s for b, s in zip(bottoms, sizes)]
+    memory_axis.set_ylabel("MiB of step tensors alive at the peak")
+    memory_axis.legend(title="dtype")
+    memory_axis.set_title("memory at the peak")
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    pyplot.close(figure)
+
+
+def write_profile_reports(title: str, float32: StepProfile, mixed: StepProfile,
+                          peaks: Dict[str, DevicePeak], output_dir: str) -> Dict[str, str]:
+    """Write profile.md, profile.json and profile.png into ``output_dir``; return their paths by kind."""
+    os.makedirs(output_dir, exist_ok=True)
+    paths = {kind: os.path.join(output_dir, f"profile.{kind}") for kind in ("md", "json", "png")}
+    temporary = paths["md"] + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(profile_text(title, float32, mixed, peaks))
+    os.replace(temporary, paths["md"])
+    write_json_atomically(paths["json"], profile_json(title, float32, mixed, peaks))
+    plot_profile(title, float32, mixed, paths["png"])
+    return paths

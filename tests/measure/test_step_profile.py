@@ -1,0 +1,117 @@
+"""The step profiler: op times and work from TensorFlow's step stats, live tensors at the peak, the script's reports.
+
+Expected values are computed by hand from the shapes (multiply-adds of a convolution, bytes of a
+tensor), never by the profiler.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from script_runs import REPO_ROOT, check_ok, run_script
+from slim_mp.measure.step_profile import StepProfile, compare_profiles, profile_session_step
+
+tf1 = tf.compat.v1
+PROFILE_SCRIPT = os.path.join(REPO_ROOT, "scripts", "profile_step.py")
+
+BATCH, SIZE, IN_CHANNELS, OUT_CHANNELS, KERNEL = 2, 8, 3, 4, 3
+UNITS = 5
+
+
+def _conv_matmul_step():
+    """A conv (SAME, stride 1) + dense train step of known shapes, and its session."""
+    graph = tf.Graph()
+    with graph.as_default():
+        rng = np.random.RandomState(0)
+        images = tf.constant(rng.uniform(-1, 1, (BATCH, SIZE, SIZE, IN_CHANNELS)).astype(np.float32))
+        kernel = tf1.get_variable("kernel", (KERNEL, KERNEL, IN_CHANNELS, OUT_CHANNELS))
+        dense = tf1.get_variable("dense", (SIZE * SIZE * OUT_CHANNELS, UNITS))
+        features = tf.reshape(tf.nn.conv2d(images, kernel, strides=1, padding="SAME"), [BATCH, -1])
+        halved = tf.cast(tf.cast(features, tf.bfloat16), tf.float32)
+        loss = tf.reduce_sum(tf.matmul(halved, dense) ** 2)
+        train_op = tf1.train.GradientDescentOptimizer(0.0).minimize(loss)
+        session = tf1.Session(graph=graph)
+        session.run(tf1.global_variables_initializer())
+    return session, train_op
+
+
+@pytest.fixture(scope="module")
+def profile() -> StepProfile:
+    session, train_op = _conv_matmul_step()
+    with session:
+        return profile_session_step(session, train_op, "float32", traced_steps=2, timed_steps=2, warmup_steps=1)
+
+
+def test_every_convolution_and_product_does_the_work_its_shapes_say(profile):
+    conv_flops = 2 * BATCH * SIZE * SIZE * OUT_CHANNELS * KERNEL * KERNEL * IN_CHANNELS
+    matmul_flops = 2 * BATCH * (SIZE * SIZE * OUT_CHANNELS) * UNITS
+    counted = {op.op_type: op.flops for op in profile.ops if op.flops}
+    conv_types = [name for name in counted if "Conv2D" in name and "Backprop" not in name]
+    assert conv_types and all(counted[name] == conv_flops for name in conv_types), counted
+    assert counted["Conv2DBackpropFilter"] == conv_flops
+    products = sorted(op.flops for op in profile.ops if op.op_type in ("MatMul", "_FusedMatMul"))
+    # forward, gradient of the input (transposed), gradient of the weights: the same work each
+    assert products == [matmul_flops] * 3, products
+
+
+def test_times_and_casts_are_those_of_the_executed_ops(profile):
+    assert all(op.micros >= 0 for op in profile.ops)
+    assert profile.step_ms > 0 and profile.op_ms > 0
+    count, _ = profile.casts()
+    # float32 -> bfloat16 -> float32 forward, and the gradient of each Cast is a Cast back
+    assert count == 4
+
+
+def test_the_peak_holds_the_bfloat16_copy_beside_its_float32_source():
+    graph = tf.Graph()
+    with graph.as_default():
+        source = tf.random.uniform([512, 512])  # 1 MiB of float32
+        low = tf.cast(source, tf.bfloat16)  # 0.5 MiB
+        total = tf.reduce_sum(source) + tf.reduce_sum(tf.cast(low, tf.float32))
+        with tf1.Session(graph=graph) as session:
+            profiled = profile_session_step(session, total, "mixed", traced_steps=1, timed_steps=1, warmup_steps=0)
+    by_dtype = profiled.live_bytes_by_dtype()
+    assert by_dtype.get("bfloat16", 0) >= 512 * 512 * 2, by_dtype
+    assert by_dtype.get("float32", 0) >= 512 * 512 * 4, by_dtype
+    assert profiled.peak_live_bytes == sum(tensor.bytes for tensor in profiled.live_at_peak)
+
+
+def test_comparison_reports_time_lost_as_negative_savings(profile):
+    slower = StepProfile("bfloat16", profile.step_ms, [op.__class__(op.name, op.op_type, op.dtype, op.micros * 2,
+                                                                     op.flops) for op in profile.ops], 0, [])
+    rows = {row.op_type: row for row in compare_profiles(profile, slower)}
+    heaviest = max(rows.values(), key=lambda row: row.float32_ms)
+    assert heaviest.saved_ms == pytest.approx(-heaviest.float32_ms)
+    assert heaviest.speedup == pytest.approx(0.5)
+
+
+@pytest.mark.slow
+def test_profile_script_writes_text_json_and_plot_for_a_training_config(tmp_path):
+    output_dir = str(tmp_path / "profile")
+    process = check_ok(run_script(
+        PROFILE_SCRIPT, "--model_name=lenet", "--dataset_name=fashion_mnist", "--batch_size=4",
+        "--precision=bfloat16", "--mp_placement=static", "--optimizer=sgd", "--learning_rate_decay_type=fixed",
+        "--profile_warmup_steps=0", "--profile_timed_steps=1", "--profile_traced_steps=1",
+        f"--output_dir={output_dir}",
+    ))
+    assert "wrote" in process.stdout
+    with open(os.path.join(output_dir, "profile.json"), encoding="utf-8") as handle:
+        report = json.load(handle)
+    mixed_types = {op["dtype"] for op in report["mixed"]["ops"] if op["flops"]}
+    assert "bfloat16" in mixed_types  # the static painting lowers LeNet's convolutions
+    assert {op["dtype"] for op in report["float32"]["ops"] if op["flops"]} == {"float32"}
+    assert report["mixed"]["casts"] > 0 and report["float32"]["casts"] == 0
+    with open(os.path.join(output_dir, "profile.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    assert "## Time per op type" in text and "Conv2DBackpropFilter" in text
+    assert os.path.getsize(os.path.join(output_dir, "profile.png")) > 10_000
+
+
+def test_profile_script_refuses_float32_with_one_error_line(tmp_path):
+    process = run_script(PROFILE_SCRIPT, "--model_name=lenet", "--dataset_name=fashion_mnist", "--precision=float32",
+                         f"--output_dir={tmp_path}")
+    assert process.returncode == 2, process.stderr[-2000:]
+    assert process.stderr.strip().splitlines()[-1].startswith("error: --precision=float32")
