@@ -3,8 +3,8 @@
 The step profiler reports each convolution's and matrix product's GFLOP/s against these numbers:
 an op far below the peak of its precision is limited by memory, layout or a small shape, not by
 arithmetic. Measured once per device, precision and TensorFlow version and cached as JSON
-(``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp``, file ``device_peak.json``); a damaged cache file is
-measured again with a warning.
+beside the placement's op timings (``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp/placement``, file
+``device_peak.json``); a damaged cache file is measured again with a warning.
 
 An emulated precision (float16 on any CPU, bfloat16 on a CPU without AVX512-BF16/AMX) is measured
 on smaller shapes and marked ``emulated``: TensorFlow's float16 CPU matrix product is about a
@@ -22,6 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.devices import DeviceInfo, precision_support
+from slim_mp.graph_pass.placement.timing_cache import cache_dir as timing_cache_dir
 from slim_mp.json_files import JsonFileError, MappingOf, read_json_file, write_json_atomically
 
 tf1 = tf.compat.v1
@@ -46,11 +47,6 @@ class DevicePeak:
     conv_gflops: float
     matmul_gflops: float
     emulated: bool = False
-
-
-def default_cache_dir() -> str:
-    """``$SLIM_MP_CACHE_DIR`` when set, else ``~/.cache/slim_mp``."""
-    return os.environ.get("SLIM_MP_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "slim_mp")
 
 
 def _median_seconds(session: tf1.Session, fetch, runs: int) -> float:
@@ -105,7 +101,7 @@ def _read_cache(path: str) -> Dict[str, dict]:
 def device_peak(device: DeviceInfo, precision: str, cache_dir: Optional[str] = None) -> DevicePeak:
     """The cached (else measured and cached) peak of ``precision`` on ``device``."""
     emulated = precision != "float32" and not precision_support(device)[precision].native
-    path = os.path.join(cache_dir or default_cache_dir(), CACHE_FILE_NAME)
+    path = os.path.join(timing_cache_dir(cache_dir), CACHE_FILE_NAME)
     peaks = _read_cache(path)
     key = _cache_key(device, precision)
     if key not in peaks:
