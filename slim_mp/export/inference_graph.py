@@ -6,8 +6,9 @@ image_size, channels]`` for a video network, feeding the network) plus three nam
 so callers never see the compute precision: ``logits``, ``probabilities`` (softmax) and ``classes``
 (top-1 class, int64). ``channels`` is what the network's preprocessing makes of the data set's
 images (``preprocessing_factory.output_channels``: 1 for MNIST LeNet, 3 for RGB networks), so the
-graph restores the checkpoints training writes. Variables are TF1 reference variables, as the official script's graph has, so
-TensorFlow's own ``freeze_graph`` tool freezes the written GraphDef.
+graph restores the checkpoints training writes. Variables are TF1 reference variables, as in the
+official script's graph, so TensorFlow's own ``freeze_graph`` tool freezes the written GraphDef (it
+fails on resource variables).
 """
 
 import dataclasses

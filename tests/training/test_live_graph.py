@@ -63,7 +63,8 @@ def test_meta_graph_is_live_and_imports_restores_and_trains_on(bfloat16_run):
             session.run("MakeIterator", {"fed_images:0": images[..., np.newaxis], "fed_labels:0": labels})
             before = session.run("LeNet/conv1/weights/Read/ReadVariableOp:0")
             losses = [session.run("train_op:0") for _ in range(STEPS)]
-            after, step = session.run(["LeNet/conv1/weights/Read/ReadVariableOp:0", "global_step/Read/ReadVariableOp:0"])
+            after, step = session.run(["LeNet/conv1/weights/Read/ReadVariableOp:0",
+                                       "global_step/Read/ReadVariableOp:0"])
     assert step == 2 * STEPS  # restored at STEPS, then STEPS more
     assert np.all(np.isfinite(losses))
     assert not np.array_equal(before, after)
