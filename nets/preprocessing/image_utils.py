@@ -3,8 +3,10 @@
 Every style accepts one image ``[height, width, channels]`` with 1 or 3
 channels. Integer images use their dtype's full range (uint8: 0..255); float
 images are taken to lie in [0, 1], TensorFlow's convention for float images.
-Single-channel images are repeated to RGB, because every network of the zoo
-takes three channels unless ``use_grayscale`` asks for one.
+Single-channel images are repeated to RGB (``to_float_rgb``) by every style but
+LeNet's, which keeps the image's channels as the official one does, so MNIST
+reaches LeNet with its one channel (``preprocessing_factory.output_channels``
+states the rule).
 
 Resizing uses TF1 sampling (``resize_tf1``), as the official TF-Slim
 preprocessing did when the pretrained checkpoints were trained and evaluated.
@@ -25,7 +27,13 @@ def check_output_size(output_height: int, output_width: int) -> None:
 
 
 def to_float_rgb(image: tf.Tensor, max_value: float) -> tf.Tensor:
-    """Validate ``image`` and return it as float32 RGB with values in [0, ``max_value``]."""
+    """Validate ``image`` and return it as float32 RGB with values in [0, ``max_value``] (gray repeated)."""
+    image = to_float(image, max_value)
+    return tf.image.grayscale_to_rgb(image) if image.shape[-1] == 1 else image
+
+
+def to_float(image: tf.Tensor, max_value: float) -> tf.Tensor:
+    """Validate ``image`` (1 or 3 channels) and return it as float32 with values in [0, ``max_value``]."""
     image = tf.convert_to_tensor(image)
     if image.shape.rank != 3:
         raise ValueError(
@@ -43,7 +51,7 @@ def to_float_rgb(image: tf.Tensor, max_value: float) -> tf.Tensor:
     else:
         image = tf.image.convert_image_dtype(image, tf.float32)
         image = image * max_value if max_value != 1.0 else image
-    return tf.image.grayscale_to_rgb(image) if channels == 1 else image
+    return image
 
 
 def resize_tf1(
@@ -60,5 +68,5 @@ def resize_tf1(
 
 
 def maybe_grayscale(image: tf.Tensor, use_grayscale: bool) -> tf.Tensor:
-    """Convert an RGB image to a single luminance channel when ``use_grayscale`` is set."""
-    return tf.image.rgb_to_grayscale(image) if use_grayscale else image
+    """Convert an RGB image to a single luminance channel when ``use_grayscale`` is set (a gray one stays)."""
+    return tf.image.rgb_to_grayscale(image) if use_grayscale and image.shape[-1] != 1 else image

@@ -14,7 +14,7 @@ preprocessing at 299 px, so that is the default here. The name ``"vgg"``
 
 import difflib
 from types import ModuleType
-from typing import Callable
+from typing import Callable, Optional
 
 import tensorflow as tf
 
@@ -93,6 +93,21 @@ def _module_for(name: str) -> ModuleType:
     raise ValueError(
         f"name={name!r} has no preprocessing{hint}; use one of: {', '.join(preprocessing_names())}."
     )
+
+
+def output_channels(name: str, image_channels: Optional[int], use_grayscale: bool = False) -> int:
+    """The channels the preprocessing ``name`` makes of images with ``image_channels`` (None: unknown).
+
+    This is the channel rule of training, evaluation and export: 1 with ``use_grayscale``; the
+    image's own for a style that keeps them (LeNet's, as officially: MNIST LeNet reads 1 channel);
+    otherwise 3, since the other styles serve networks trained on RGB and repeat a gray channel.
+    Unknown channels count as RGB.
+    """
+    if use_grayscale:
+        return 1
+    if getattr(_module_for(name), "KEEPS_CHANNELS", False) and image_channels is not None:
+        return image_channels
+    return 3
 
 
 def get_preprocessing(name: str, is_training: bool = False, use_grayscale: bool = False) -> Callable:

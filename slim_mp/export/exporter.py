@@ -11,6 +11,7 @@ from slim_mp.export.inference_graph import (
 )
 from slim_mp.export.saved_model import check_new_folder, write_saved_model
 from slim_mp.training.checkpoint_restore import resolve_checkpoint
+from slim_mp.training.live_graph import live_graph_def
 from slim_mp.training.precision_flags import write_rewrite_reports
 
 
@@ -44,8 +45,8 @@ def export_model(config: ExportConfig, print_line: Callable[[str], None] = print
             write_rewrite_reports([built.report], config.precision_options.mp_report)
     if checkpoint:
         graph_def = freeze_graph(built, checkpoint, config.model_name)
-    else:
-        graph_def = built.graph.as_graph_def()
+    else:  # the official script's graph, with variables; a rewritten one without the pass's dead originals
+        graph_def = live_graph_def(built.graph, [built.report] if built.report else [])
     output_bytes = None
     if config.output_file:
         write_graph_def(graph_def, config.output_file, as_text=config.write_text_graphdef)

@@ -1,18 +1,25 @@
 """Build the inference graph of ``export_inference_graph.py``, rewritten for low precision, and freeze its weights.
 
 The graph is the one TF-Slim's official script writes (a float32 placeholder named ``input`` of
-shape ``[batch_size, image_size, image_size, 3]`` feeding the network) plus three named float32
-outputs, so callers never see the compute precision: ``logits``, ``probabilities`` (softmax) and
-``classes`` (top-1 class, int64).
+shape ``[batch_size, image_size, image_size, channels]``, or ``[batch_size, num_frames, image_size,
+image_size, channels]`` for a video network, feeding the network) plus three named float32 outputs,
+so callers never see the compute precision: ``logits``, ``probabilities`` (softmax) and ``classes``
+(top-1 class, int64). ``channels`` is what the network's preprocessing makes of the data set's
+images (``preprocessing_factory.output_channels``: 1 for MNIST LeNet, 3 for RGB networks), so the
+graph restores the checkpoints training writes. Variables are TF1 reference variables, as in the
+official script's graph, so TensorFlow's own ``freeze_graph`` tool freezes the written GraphDef (it
+fails on resource variables).
 """
 
 import dataclasses
 import os
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
+from absl import logging
 
 from nets import nets_factory
+from nets.preprocessing import preprocessing_factory
 from slim_mp.datasets import get_dataset
 from slim_mp.config_fields import option
 from slim_mp.datasets.official import OFFICIAL_DATASETS
@@ -26,13 +33,15 @@ tf1 = tf.compat.v1
 
 INPUT_NAME = "input"
 OUTPUT_NAMES = ("logits", "probabilities", "classes")
+# The networks whose input is a video clip [batch, frames, height, width, channels].
+VIDEO_NETWORKS = frozenset({"i3d", "s3dg"})
 
 
 @dataclasses.dataclass(frozen=True)
 class ExportConfig:
     """Options of one export (the field names are the flag names of ``export_inference_graph.py``).
 
-    The first eleven are TF-Slim's official flags with their defaults; ``checkpoint_path`` freezes
+    The first thirteen are TF-Slim's official flags with their defaults; ``checkpoint_path`` freezes
     weights into the graph, ``saved_model_dir`` also writes a SavedModel, and the precision
     options rewrite the graph for float16 / bfloat16 inference.
     """
@@ -58,6 +67,10 @@ class ExportConfig:
     quantize: bool = option(
         False, "Quantized graph export: not supported (use --precision for a smaller, faster model)."
     )
+    is_video_model: bool = option(
+        False, "Export a video network (i3d, s3dg): the input is [batch, --num_frames, size, size, channels]."
+    )
+    num_frames: Optional[int] = option(None, "The number of frames of the video input; needed with --is_video_model.")
     write_text_graphdef: bool = option(False, "Write the graph as a text GraphDef instead of a binary one.")
     use_grayscale: bool = option(False, "Export a network that reads single-channel (grayscale) images.")
     checkpoint_path: Optional[str] = option(
@@ -95,30 +108,63 @@ def check_export_config(config: ExportConfig) -> None:
     if config.labels_offset < 0:
         raise ValueError(f"--labels_offset={config.labels_offset} must be >= 0.")
     check_model_name(config.model_name)
+    _check_video_options(config)
 
 
-def _num_classes(config: ExportConfig) -> int:
-    """Classes of ``--dataset_name`` minus ``--labels_offset``; official data sets need no files for this."""
+def _check_video_options(config: ExportConfig) -> None:
+    """Raise ValueError naming the flag unless ``--is_video_model``/``--num_frames`` fit the network."""
+    is_video_network = config.model_name in VIDEO_NETWORKS
+    if config.is_video_model and not is_video_network:
+        raise ValueError(f"--is_video_model: --model_name={config.model_name} reads images, not video clips; drop "
+                         f"--is_video_model (video networks: {', '.join(sorted(VIDEO_NETWORKS))}).")
+    if is_video_network and not config.is_video_model:
+        raise ValueError(f"--model_name={config.model_name} reads video clips; pass --is_video_model and "
+                         "--num_frames (e.g. --num_frames=64).")
+    if config.is_video_model and not config.num_frames:
+        raise ValueError("--is_video_model needs the clip length: pass --num_frames (e.g. --num_frames=64).")
+    if config.num_frames is not None and config.num_frames < 1:
+        raise ValueError(f"--num_frames={config.num_frames} must be a positive integer.")
+    if config.num_frames and not config.is_video_model:
+        logging.warning("--num_frames=%d is ignored without --is_video_model (as in the official script).",
+                        config.num_frames)
+
+
+def _classes_and_channels(config: ExportConfig) -> Tuple[int, Optional[int]]:
+    """Classes of ``--dataset_name`` minus ``--labels_offset``, and its images' channels (None if they vary).
+
+    Official data sets need no files for this.
+    """
     if config.dataset_name in OFFICIAL_DATASETS:
-        total = OFFICIAL_DATASETS[config.dataset_name].num_classes
+        official = OFFICIAL_DATASETS[config.dataset_name]
+        total, channels = official.num_classes, official.image_shape[2]
     else:
-        total = get_dataset(config.dataset_name, "train", config.dataset_dir or None).num_classes
+        dataset = get_dataset(config.dataset_name, "train", config.dataset_dir or None)
+        total, channels = dataset.num_classes, dataset.image_shape[2]
     if total - config.labels_offset < 1:
         raise ValueError(f"--labels_offset={config.labels_offset} leaves no class of {config.dataset_name}; lower it.")
-    return total - config.labels_offset
+    return total - config.labels_offset, channels
+
+
+def _input_channels(config: ExportConfig, data_channels: Optional[int]) -> int:
+    """The channels the network reads when trained on ``--dataset_name`` with its own preprocessing."""
+    if config.model_name not in preprocessing_factory.PREPROCESSING_MODULES:  # video networks: RGB clips
+        return 1 if config.use_grayscale else 3
+    return preprocessing_factory.output_channels(config.model_name, data_channels, config.use_grayscale)
 
 
 def build_inference_graph(config: ExportConfig) -> InferenceGraph:
     """Build input placeholder, network (rewritten for ``config``'s precision) and the float32 outputs."""
     graph = tf.Graph()
     precision = config.precision_options
-    with graph.as_default():
+    num_classes, data_channels = _classes_and_channels(config)
+    with graph.as_default(), tf1.variable_scope(tf1.get_variable_scope(), use_resource=False):
         network_fn = nets_factory.get_network_fn(
-            config.model_name, num_classes=_num_classes(config), is_training=config.is_training
+            config.model_name, num_classes=num_classes, is_training=config.is_training
         )
         size = input_size(config.image_size, network_fn, "--image_size")
-        channels = 1 if config.use_grayscale else 3
-        images = tf1.placeholder(tf.float32, [config.batch_size, size, size, channels], name=INPUT_NAME)
+        channels = _input_channels(config, data_channels)
+        frames = [config.num_frames] if config.is_video_model else []
+        images = tf1.placeholder(tf.float32, [config.batch_size, *frames, size, size, channels], name=INPUT_NAME)
         logits, _ = network_fn(images)
         report = None
         if precision.mixed:

@@ -40,6 +40,9 @@ class EvalConfig(DataModelOptions):
     batch_size: int = option(100, "The number of images in each evaluation batch.")
     max_num_batches: Optional[int] = option(None, "Evaluate at most this many batches; unset reads the whole split.")
     eval_image_size: Optional[int] = option(None, "Eval image size; unset means the network's default.")
+    quantize: bool = option(
+        False, "Evaluate a quantized graph: not supported (use --precision=bfloat16 / float16 for low precision)."
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +72,6 @@ def _build(config: EvalConfig) -> _EvalGraph:
             is_training=False,
             num_preprocessing_threads=config.num_preprocessing_threads,
             labels_offset=config.labels_offset,
-            use_grayscale=config.use_grayscale,
         )
         images, labels = next_batch(dataset, preprocess, options)
         logits, _ = network_fn(images)
@@ -154,6 +156,9 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
     ``eval_dir`` receives ``metrics.json`` and a TensorBoard events file with the metrics at the
     checkpoint's global step, so evaluating successive checkpoints draws a curve.
     """
+    if config.quantize:
+        raise ValueError("--quantize is not supported (slim_mp has no quantized graphs); drop it, or evaluate in "
+                         "--precision=bfloat16 / float16.")
     if config.master:
         raise ValueError(f"--master={config.master} is not yet supported (local evaluation only); use --master=''.")
     if config.max_num_batches is not None and config.max_num_batches < 1:

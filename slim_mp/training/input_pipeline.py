@@ -33,7 +33,6 @@ class InputOptions:
     is_training: bool
     num_preprocessing_threads: int = 4
     labels_offset: int = 0
-    use_grayscale: bool = False
     seed: Optional[int] = None
     num_shards: int = 1
     shard_index: int = 0
@@ -78,13 +77,6 @@ def negative_label_errors(labels_offset: int) -> Iterator[None]:
         ) from error
 
 
-def _to_three_channels(image: tf.Tensor, use_grayscale: bool) -> tf.Tensor:
-    """Repeat a single channel to RGB so grayscale data feeds 3-channel networks (kept as is with ``use_grayscale``)."""
-    if image.shape[-1] == 1 and not use_grayscale:
-        return tf.image.grayscale_to_rgb(image)
-    return image
-
-
 def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOptions,
                  source: Optional[tf.data.Dataset] = None) -> tf.data.Dataset:
     """Return a dataset of ``(images float32 [B, S, S, C], labels int64 [B])`` batches of ``spec``.
@@ -95,7 +87,7 @@ def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOpti
     size = options.image_size
 
     def prepare(image: tf.Tensor, label: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        image = preprocess(_to_three_channels(image, options.use_grayscale), size, size)
+        image = preprocess(image, size, size)
         return image, _offset_label(label, options.labels_offset)
 
     dataset = source if source is not None else spec.make_dataset(shuffle_files=options.is_training, seed=options.seed)

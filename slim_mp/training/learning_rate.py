@@ -1,4 +1,8 @@
-"""The learning-rate schedules of TF-Slim's training script: fixed, exponential (staircase) and polynomial decay."""
+"""The learning-rate schedules of TF-Slim's training script: fixed, exponential (staircase) and polynomial decay.
+
+Any schedule can start with the official linear warm-up (``--warmup_epochs``): the rate is capped by
+``learning_rate * step / warmup_steps``, so it rises from 0 and meets the schedule after that many epochs.
+"""
 
 import dataclasses
 
@@ -20,6 +24,9 @@ class LearningRateSettings:
     end_learning_rate: float = option(0.0001, "The minimal learning rate of the polynomial decay.")
     learning_rate_decay_factor: float = option(0.94, "Learning rate decay factor.")
     num_epochs_per_decay: float = option(2.0, "Number of epochs after which the learning rate decays.")
+    warmup_epochs: float = option(
+        0.0, "Linearly warm the learning rate up from 0 to --learning_rate over this many epochs; 0 for no warm-up."
+    )
 
 
 def check_decay_type(decay_type: str) -> None:
@@ -48,7 +55,22 @@ def make_learning_rate(
 
     ``exponential`` multiplies the rate by the decay factor once per period (staircase);
     ``polynomial`` falls linearly to ``end_learning_rate`` over one period and then stays there.
+    With ``warmup_epochs`` the result is the smaller of the schedule and the warm-up line
+    ``learning_rate * step / (warmup_epochs * num_samples_per_epoch / batch_size)``, as official TF-Slim
+    computes it (the epoch is not rounded to whole steps).
     """
+    rate = _decayed_rate(settings, global_step, num_samples_per_epoch, batch_size)
+    if not settings.warmup_epochs:
+        return rate
+    warmup_steps = settings.warmup_epochs * num_samples_per_epoch / batch_size
+    warmup = settings.learning_rate * tf.cast(global_step, tf.float32) / warmup_steps
+    return tf.minimum(warmup, rate, name="warmup_learning_rate")
+
+
+def _decayed_rate(
+    settings: LearningRateSettings, global_step: tf.Tensor, num_samples_per_epoch: int, batch_size: int
+) -> tf.Tensor:
+    """The schedule of ``--learning_rate_decay_type`` alone, before any warm-up."""
     kind = settings.learning_rate_decay_type
     check_decay_type(kind)
     if kind == "fixed":

@@ -24,6 +24,7 @@ from slim_mp.training.checkpoint_restore import (
 )
 from slim_mp.distribute.cluster import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
 from slim_mp.training.input_pipeline import negative_label_errors
+from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.nonfinite_watch import NonfiniteWatch
 from slim_mp.training.precision_flags import write_rewrite_reports
@@ -197,7 +198,10 @@ def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, 
             _restore_or_initialise(built, resume_from),
         )
         built.graph.finalize()
-        writer = _summary_writer(built, config.train_dir) if layout.is_chief else None
+        reports = getattr(built.optimizer, "rewrite_reports", [])
+        live_graph = live_graph_def(built.graph, reports)  # checkpoints' .meta and TensorBoard: no dead originals
+        built = dataclasses.replace(built, saver=LiveGraphSaver(built.saver, built.graph, live_graph))
+        writer = _summary_writer(live_graph, config.train_dir) if layout.is_chief else None
         close_timeout = None
         try:
             if built.input_feed is not None:
@@ -212,9 +216,14 @@ def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, 
             started.close(close_timeout)
 
 
-def _summary_writer(built: TrainGraph, train_dir: str) -> tf1.summary.FileWriter:
-    """The chief's TensorBoard writer; its events file starts with the training graph as rewritten by the pass."""
-    return tf1.summary.FileWriter(train_dir, graph=built.graph)
+def _summary_writer(graph_def: tf1.GraphDef, train_dir: str) -> tf1.summary.FileWriter:
+    """The chief's TensorBoard writer; its events file starts with ``graph_def``, the live rewritten training graph.
+
+    The graph goes in as an event of its own: ``FileWriter(graph_def=...)`` would log a deprecation warning.
+    """
+    writer = tf1.summary.FileWriter(train_dir)
+    writer.add_event(tf1.Event(wall_time=time.time(), graph_def=graph_def.SerializeToString()))
+    return writer
 
 
 def _diverged(error: tf.errors.InvalidArgumentError, session: tf1.Session, step: int,

@@ -100,7 +100,10 @@ def _check_replication(config: TrainConfig) -> None:
 
 
 # Typical values, for the messages that refuse a negative one.
-_EXAMPLES = {"learning_rate": 0.01, "weight_decay": 0.00004, "save_interval_secs": 600, "save_summaries_secs": 600}
+_EXAMPLES = {
+    "learning_rate": 0.01, "weight_decay": 0.00004, "save_interval_secs": 600, "save_summaries_secs": 600,
+    "warmup_epochs": 5,
+}
 
 
 def check_train_config(config: TrainConfig) -> None:
@@ -123,6 +126,7 @@ def check_train_config(config: TrainConfig) -> None:
         raise ValueError(f"--label_smoothing={config.label_smoothing} must lie in [0, 1); pass e.g. 0.1.")
     for flag, value in (
         ("learning_rate", config.learning_rate_settings.learning_rate),
+        ("warmup_epochs", config.learning_rate_settings.warmup_epochs),
         ("weight_decay", config.weight_decay),
         ("save_interval_secs", config.save_interval_secs),
         ("save_summaries_secs", config.save_summaries_secs),

@@ -168,7 +168,6 @@ def training_input_iterator(config: TrainConfig, dataset: DatasetSpec, preproces
         is_training=True,
         num_preprocessing_threads=config.num_preprocessing_threads,
         labels_offset=config.labels_offset,
-        use_grayscale=config.use_grayscale,
         seed=config.seed,
         num_shards=config.worker_replicas,
         shard_index=config.task,

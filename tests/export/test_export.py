@@ -79,8 +79,8 @@ def exports(lenet_dir, tmp_path_factory):
 
 
 def preprocessed_test_images() -> np.ndarray:
-    """The test split as LeNet's preprocessing makes it (RGB, [0, 255] -> [-1, 1)), computed here in numpy."""
-    images = np.repeat(TEST_IMAGES[..., np.newaxis], 3, axis=-1).astype(np.float32)
+    """The test split as LeNet's preprocessing makes it (one channel, [0, 255] -> [-1, 1)), computed here in numpy."""
+    images = TEST_IMAGES[..., np.newaxis].astype(np.float32)
     return (images - 128.0) / 128.0
 
 
@@ -161,7 +161,7 @@ def test_without_checkpoint_writes_the_official_graph_with_variables_as_text(tmp
     graph_def = text_format.Parse(output.read_text(), tf1.GraphDef())
     placeholder = next(node for node in graph_def.node if node.name == "input")
     assert placeholder.op == "Placeholder"
-    assert [dim.size for dim in placeholder.attr["shape"].shape.dim] == [-1, 28, 28, 3]
+    assert [dim.size for dim in placeholder.attr["shape"].shape.dim] == [-1, 28, 28, 1]  # LeNet on grayscale data
     assert any(node.op in ("VariableV2", "VarHandleOp") for node in graph_def.node)
 
 

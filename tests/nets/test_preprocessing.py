@@ -131,9 +131,9 @@ def test_lenet_matches_numpy_scaling_and_pads_small_images():
     np.testing.assert_allclose(value, expected, atol=FLOAT32_TOLERANCE)
 
 
-@pytest.mark.parametrize("style", ["inception", "vgg", "cifarnet", "lenet"])
+@pytest.mark.parametrize("style", ["inception", "vgg", "cifarnet"])
 def test_single_channel_input_is_repeated_to_rgb(style):
-    size = 28 if style == "lenet" else 24
+    size = 24
     kwargs = {"resize_side_min": 24} if style == "vgg" else {}
     preprocess = preprocessing_factory.get_preprocessing(style)
     with tf.Graph().as_default():
@@ -143,6 +143,29 @@ def test_single_channel_input_is_repeated_to_rgb(style):
         value = value + MEAN_RGB
     np.testing.assert_allclose(value[..., 0], value[..., 1], atol=FLOAT32_TOLERANCE)
     np.testing.assert_allclose(value[..., 0], value[..., 2], atol=FLOAT32_TOLERANCE)
+
+
+def test_lenet_keeps_a_single_channel_as_the_official_style_does():
+    gray = _image(24, 24, channels=1)
+    with tf.Graph().as_default():
+        value = _evaluate(lenet_preprocessing.preprocess_image(tf.constant(gray), 28, 28))
+    expected = np.full((28, 28, 1), -1.0, np.float32)  # official MNIST LeNet reads one channel
+    expected[2:26, 2:26] = (gray.astype(np.float32) - 128.0) / 128.0
+    np.testing.assert_allclose(value, expected, atol=FLOAT32_TOLERANCE)
+
+
+@pytest.mark.parametrize("style", ["inception", "vgg", "cifarnet", "lenet", "resnet_v1_18", "mobilenet_v2"])
+@pytest.mark.parametrize("channels", [1, 3])
+@pytest.mark.parametrize("use_grayscale", [False, True])
+def test_output_channels_states_what_each_style_makes(style, channels, use_grayscale):
+    expected = 1 if use_grayscale else (channels if style == "lenet" else 3)  # the rule, written out here
+    assert preprocessing_factory.output_channels(style, channels, use_grayscale) == expected
+    kwargs = {"resize_side_min": 24} if style in ("vgg", "resnet_v1_18") else {}
+    preprocess = preprocessing_factory.get_preprocessing(style, use_grayscale=use_grayscale)
+    with tf.Graph().as_default():
+        value = _evaluate(preprocess(tf.constant(_image(30, 30, channels=channels)), 24, 24, **kwargs))
+    assert value.shape == (24, 24, expected)
+    assert preprocessing_factory.output_channels(style, None) == 3  # unknown channels: RGB
 
 
 @pytest.mark.parametrize("style", ["inception", "vgg", "cifarnet", "lenet"])

@@ -147,7 +147,7 @@ def _lenet_checkpoint_with_huge_conv2(folder: str) -> str:
     with tf.Graph().as_default():
         tf1.set_random_seed(0)
         network_fn = nets_factory.get_network_fn("lenet", num_classes=10, is_training=True)
-        network_fn(tf.zeros([1, 28, 28, 3]))
+        network_fn(tf.zeros([1, 28, 28, 1]))  # LeNet reads the grayscale data's one channel
         (weights,) = [v for v in tf1.global_variables() if v.op.name == "LeNet/conv2/weights"]
         with tf1.Session() as session:
             session.run(tf1.global_variables_initializer())

@@ -37,7 +37,7 @@ def reference_metrics(train_dir: str) -> tuple:
     """Top-1 and mean loss of the checkpoint over the test split, computed in one float32 batch here."""
     from nets import lenet  # imported late: the package import applies the tf_slim fixes first
 
-    images = np.repeat(TEST_IMAGES[..., np.newaxis], 3, axis=-1).astype(np.float32)
+    images = TEST_IMAGES[..., np.newaxis].astype(np.float32)  # LeNet reads grayscale data's one channel
     images = (images - 128.0) / 128.0  # LeNet preprocessing: [0, 255] -> [-1, 1)
     with tf.Graph().as_default():
         with slim.arg_scope(lenet.lenet_arg_scope()):

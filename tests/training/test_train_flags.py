@@ -18,7 +18,7 @@ SCRIPT_CONFIGS = (TrainConfig, EvalConfig, ParityConfig, ParameterServerConfig)
 
 # Names and defaults of TF-Slim's train_image_classifier.py (tensorflow/models, research/slim).
 ORIGINAL_DEFAULTS = {
-    "train_dir": "/tmp/tfmodel/", "num_clones": 1, "clone_on_cpu": False, "worker_replicas": 1,
+    "train_dir": "/tmp/tfmodel/", "warmup_epochs": 0.0, "num_clones": 1, "clone_on_cpu": False, "worker_replicas": 1,
     "num_ps_tasks": 0, "num_readers": 4, "num_preprocessing_threads": 4, "log_every_n_steps": 10,
     "save_summaries_secs": 600, "save_interval_secs": 600, "task": 0, "master": "", "weight_decay": 0.00004,
     "optimizer": "rmsprop", "adadelta_rho": 0.95, "adagrad_initial_accumulator_value": 0.1, "adam_beta1": 0.9,
