@@ -10,7 +10,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_slim as slim
 
-from nets._impl.conv_classifier import classifier_tail
+from nets._impl.conv_classifier import classifier_tail, conv_net_arg_scope
 from nets._impl.initializers import trunc_normal
 
 __all__ = ["overfeat", "overfeat_arg_scope", "trunc_normal"]
@@ -18,13 +18,7 @@ __all__ = ["overfeat", "overfeat_arg_scope", "trunc_normal"]
 
 def overfeat_arg_scope(weight_decay: float = 0.0005) -> dict:
     """ReLU, zero biases and L2 decay on every layer; 'SAME' convolutions, 'VALID' max pooling."""
-    with slim.arg_scope(
-        [slim.conv2d, slim.fully_connected],
-        activation_fn=tf.nn.relu,
-        weights_regularizer=slim.l2_regularizer(weight_decay),
-        biases_initializer=tf.compat.v1.zeros_initializer(),
-    ), slim.arg_scope([slim.conv2d], padding="SAME"), slim.arg_scope([slim.max_pool2d], padding="VALID") as scope:
-        return scope
+    return conv_net_arg_scope(weight_decay, tf.compat.v1.zeros_initializer(), max_pool_padding="VALID")
 
 
 def overfeat(

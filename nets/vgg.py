@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 import tf_slim as slim
 
-from nets._impl.conv_classifier import classifier_tail
+from nets._impl.conv_classifier import classifier_tail, conv_net_arg_scope
 
 STAGE_DEPTHS = (64, 128, 256, 512, 512)
 CONVS_PER_STAGE = {
@@ -24,13 +24,7 @@ CONVS_PER_STAGE = {
 
 def vgg_arg_scope(weight_decay: float = 0.0005) -> dict:
     """ReLU, zero biases and L2 decay on every layer; 'SAME' convolutions."""
-    with slim.arg_scope(
-        [slim.conv2d, slim.fully_connected],
-        activation_fn=tf.nn.relu,
-        weights_regularizer=slim.l2_regularizer(weight_decay),
-        biases_initializer=tf.compat.v1.zeros_initializer(),
-    ), slim.arg_scope([slim.conv2d], padding="SAME") as scope:
-        return scope
+    return conv_net_arg_scope(weight_decay, tf.compat.v1.zeros_initializer())
 
 
 def _vgg(

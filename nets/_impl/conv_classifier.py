@@ -13,6 +13,25 @@ import tensorflow as tf
 import tf_slim as slim
 
 
+def conv_net_arg_scope(
+    weight_decay: float, biases_initializer, max_pool_padding: Optional[str] = None
+) -> dict:
+    """ReLU, ``biases_initializer`` and L2 ``weight_decay`` on every layer; 'SAME' convolutions.
+
+    ``max_pool_padding`` (if given) becomes the max pools' default padding.
+    """
+    with slim.arg_scope(
+        [slim.conv2d, slim.fully_connected],
+        activation_fn=tf.nn.relu,
+        biases_initializer=biases_initializer,
+        weights_regularizer=slim.l2_regularizer(weight_decay),
+    ), slim.arg_scope([slim.conv2d], padding="SAME") as scope:
+        if max_pool_padding is None:
+            return scope
+        with slim.arg_scope([slim.max_pool2d], padding=max_pool_padding) as pool_scope:
+            return pool_scope
+
+
 def classifier_tail(
     net: tf.Tensor,
     end_points_collection: str,
