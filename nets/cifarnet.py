@@ -8,12 +8,12 @@ from typing import Callable, Dict, Optional, Tuple
 import tensorflow as tf
 import tf_slim as slim
 
+from nets._impl.initializers import trunc_normal
+
 EndPoints = Dict[str, tf.Tensor]
 
 
-def _truncated_normal(stddev: float) -> tf.compat.v1.truncated_normal_initializer:
-    """Zero-mean truncated normal initializer, the only initializer family CifarNet uses."""
-    return tf.compat.v1.truncated_normal_initializer(mean=0.0, stddev=stddev)
+__all__ = ["cifarnet", "cifarnet_arg_scope", "trunc_normal"]
 
 
 def _local_response_norm(net: tf.Tensor, name: str) -> tf.Tensor:
@@ -27,7 +27,6 @@ def cifarnet(
     is_training: bool = False,
     dropout_keep_prob: float = 0.5,
     prediction_fn: Callable[..., tf.Tensor] = slim.softmax,
-    reuse: Optional[bool] = None,
     scope: str = "CifarNet",
 ) -> Tuple[tf.Tensor, EndPoints]:
     """Build CifarNet on ``images`` [batch, 32, 32, 3]; return ``(logits, end_points)``.
@@ -37,7 +36,7 @@ def cifarnet(
     ``cifarnet_arg_scope()`` to get the official initializers and weight decay.
     """
     end_points: EndPoints = {}
-    with tf.compat.v1.variable_scope(scope, "CifarNet", [images], reuse=reuse):
+    with tf.compat.v1.variable_scope(scope, "CifarNet", [images]):
         net = slim.conv2d(images, 64, [5, 5], scope="conv1")
         end_points["conv1"] = net
         net = slim.max_pool2d(net, [2, 2], 2, scope="pool1")
@@ -61,7 +60,7 @@ def cifarnet(
             net,
             num_classes,
             biases_initializer=tf.compat.v1.zeros_initializer(),
-            weights_initializer=_truncated_normal(1 / 192.0),
+            weights_initializer=trunc_normal(1 / 192.0),
             weights_regularizer=None,
             activation_fn=None,
             scope="logits",
@@ -78,13 +77,13 @@ def cifarnet_arg_scope(weight_decay: float = 0.004) -> dict:
     """Official CifarNet defaults: ReLU everywhere, L2 decay and 0.1 bias init on the dense layers."""
     with slim.arg_scope(
         [slim.conv2d],
-        weights_initializer=_truncated_normal(5e-2),
+        weights_initializer=trunc_normal(5e-2),
         activation_fn=tf.nn.relu,
     ):
         with slim.arg_scope(
             [slim.fully_connected],
             biases_initializer=tf.compat.v1.constant_initializer(0.1),
-            weights_initializer=_truncated_normal(0.04),
+            weights_initializer=trunc_normal(0.04),
             weights_regularizer=slim.l2_regularizer(weight_decay),
             activation_fn=tf.nn.relu,
         ) as scope:

@@ -14,17 +14,16 @@ def lenet(
     is_training: bool = False,
     dropout_keep_prob: float = 0.5,
     prediction_fn: Callable[..., tf.Tensor] = slim.softmax,
-    reuse: Optional[bool] = None,
     scope: str = "LeNet",
 ) -> Tuple[tf.Tensor, EndPoints]:
     """Build LeNet on ``images`` [batch, 28, 28, channels]; return ``(logits, end_points)``.
 
-    With ``num_classes`` 0 or None the 1024-wide features after ``dropout3``
-    are returned instead of logits (no ``fc4`` layer is created). Use it under
-    ``lenet_arg_scope()`` to get the official initializers.
+    With ``num_classes`` 0 or None the 1024-wide ``fc3`` features (before
+    ``dropout3``) are returned instead of logits (no ``fc4`` layer is created).
+    Use it under ``lenet_arg_scope()`` to get the official initializers.
     """
     end_points: EndPoints = {}
-    with tf.compat.v1.variable_scope(scope, "LeNet", [images], reuse=reuse):
+    with tf.compat.v1.variable_scope(scope, "LeNet", [images]):
         net = slim.conv2d(images, 32, [5, 5], scope="conv1")
         end_points["conv1"] = net
         net = slim.max_pool2d(net, [2, 2], 2, scope="pool1")
@@ -37,13 +36,14 @@ def lenet(
         end_points["Flatten"] = net
         net = slim.fully_connected(net, 1024, scope="fc3")
         end_points["fc3"] = net
-        net = slim.dropout(net, dropout_keep_prob, is_training=is_training, scope="dropout3")
-        end_points["dropout3"] = net
         if not num_classes:
             return net, end_points
+        net = slim.dropout(net, dropout_keep_prob, is_training=is_training, scope="dropout3")
+        end_points["dropout3"] = net
         logits = slim.fully_connected(net, num_classes, activation_fn=None, scope="fc4")
         end_points["Logits"] = logits
-        end_points["Predictions"] = prediction_fn(logits, scope="Predictions")
+    # As in the official definition, the softmax is named outside the network's scope.
+    end_points["Predictions"] = prediction_fn(logits, scope="Predictions")
     return logits, end_points
 
 

@@ -48,10 +48,8 @@ NETWORK_ENTRIES = {
     **_family("nets.lenet", "lenet_arg_scope", "lenet"),
     **_family("nets.resnet_v1", "resnet_arg_scope", "resnet_v1_50", "resnet_v1_101", "resnet_v1_152", "resnet_v1_200"),
     **_family("nets.resnet_v2", "resnet_arg_scope", "resnet_v2_50", "resnet_v2_101", "resnet_v2_152", "resnet_v2_200"),
-    # The basic-block ResNets share the arg_scope of the bottleneck ResNet v1.
-    **_family(
-        "nets.resnet_v1_basic", "resnet_arg_scope", "resnet_v1_18", "resnet_v1_34", arg_scope_module="nets.resnet_v1"
-    ),
+    # Our basic-block ResNets (not in the official factory) live in nets.resnet_v1 too.
+    **_family("nets.resnet_v1", "resnet_arg_scope", "resnet_v1_18", "resnet_v1_34"),
     **_family(
         "nets.mobilenet_v1",
         "mobilenet_v1_arg_scope",

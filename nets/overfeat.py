@@ -1,31 +1,72 @@
-"""OverFeat (Sermanet et al. 2014) from tf_slim, with ``default_image_size`` and ``Predictions``.
+"""OverFeat, the accurate model of Sermanet et al. 2014 (official module ``nets.overfeat``).
 
-tf_slim's definition already creates the official variables but has no
-``default_image_size``; the official one is 231.
+The fully connected layers are convolutions: at 231x231 the logits are ``[batch, num_classes]``;
+larger inputs give a map of logits with ``spatial_squeeze=False``, or one vector with
+``global_pool=True``. Use it under ``overfeat_arg_scope()`` for the official defaults.
 """
 
+from typing import Optional
+
 import tensorflow as tf
-from tf_slim.nets import overfeat as _slim_overfeat
+import tf_slim as slim
 
-from nets.slim_adapters import add_predictions, require_num_classes
+from nets._impl.conv_classifier import classifier_tail, conv_net_arg_scope
+from nets._impl.initializers import trunc_normal
 
-overfeat_arg_scope = _slim_overfeat.overfeat_arg_scope
+__all__ = ["overfeat", "overfeat_arg_scope", "trunc_normal"]
+
+
+def overfeat_arg_scope(weight_decay: float = 0.0005) -> dict:
+    """ReLU, zero biases and L2 decay on every layer; 'SAME' convolutions, 'VALID' max pooling."""
+    return conv_net_arg_scope(weight_decay, tf.compat.v1.zeros_initializer(), max_pool_padding="VALID")
 
 
 def overfeat(
     inputs: tf.Tensor,
-    num_classes: int = 1000,
+    num_classes: Optional[int] = 1000,
     is_training: bool = True,
     dropout_keep_prob: float = 0.5,
     spatial_squeeze: bool = True,
     scope: str = "overfeat",
+    global_pool: bool = False,
 ) -> tuple:
-    """OverFeat on 231x231 inputs: returns ``(logits, end_points)``."""
-    require_num_classes(num_classes, "overfeat")
-    logits, end_points = _slim_overfeat.overfeat(
-        inputs, num_classes, is_training, dropout_keep_prob, spatial_squeeze, scope
-    )
-    return logits, add_predictions(logits, end_points)
+    """OverFeat (http://arxiv.org/abs/1312.6229).
+
+    Args:
+        inputs: [batch, height, width, channels], 231x231 for classification.
+        num_classes: logits width; 0 or None returns the ``fc7`` features (no ``fc8``).
+        is_training: whether dropout is active.
+        dropout_keep_prob: keep probability of ``dropout6``/``dropout7``.
+        spatial_squeeze: squeeze the 1x1 spatial dimensions of the logits.
+        scope: variable scope.
+        global_pool: average ``fc7`` over space before the classifier (any input size).
+
+    Returns:
+        ``(net, end_points)``: logits (or features) and the layer outputs by name.
+    """
+    with tf.compat.v1.variable_scope(scope, "overfeat", [inputs]) as net_scope:
+        collection = net_scope.original_name_scope + "_end_points"
+        with slim.arg_scope([slim.conv2d, slim.fully_connected, slim.max_pool2d], outputs_collections=collection):
+            net = slim.conv2d(inputs, 64, [11, 11], 4, padding="VALID", scope="conv1")
+            net = slim.max_pool2d(net, [2, 2], scope="pool1")
+            net = slim.conv2d(net, 256, [5, 5], padding="VALID", scope="conv2")
+            net = slim.max_pool2d(net, [2, 2], scope="pool2")
+            net = slim.conv2d(net, 512, [3, 3], scope="conv3")
+            net = slim.conv2d(net, 1024, [3, 3], scope="conv4")
+            net = slim.conv2d(net, 1024, [3, 3], scope="conv5")
+            net = slim.max_pool2d(net, [2, 2], scope="pool5")
+            with slim.arg_scope(
+                [slim.conv2d],
+                weights_initializer=trunc_normal(0.005),
+                biases_initializer=tf.compat.v1.constant_initializer(0.1),
+            ):
+                net = slim.conv2d(net, 3072, [6, 6], padding="VALID", scope="fc6")
+                net = slim.dropout(net, dropout_keep_prob, is_training=is_training, scope="dropout6")
+                net = slim.conv2d(net, 4096, [1, 1], scope="fc7")
+                return classifier_tail(
+                    net, collection, net_scope.name, num_classes, is_training, dropout_keep_prob,
+                    spatial_squeeze, global_pool, biases_initializer=tf.compat.v1.zeros_initializer(),
+                )
 
 
 overfeat.default_image_size = 231

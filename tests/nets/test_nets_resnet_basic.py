@@ -1,4 +1,4 @@
-"""Structure and forward checks of ResNet-18/34 (nets/resnet_v1_basic.py).
+"""Structure and forward checks of ResNet-18/34 (``nets.resnet_v1``, units in nets/_impl/basic_resnet.py).
 
 No official checkpoint exists for these two, so the expected layout is derived
 here, independently of the module, from Table 1 of He et al. 2016
@@ -12,11 +12,12 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from nets import resnet_v1_basic
+from nets import resnet_v1
+from nets._impl import basic_resnet
 
 NETWORKS = {
-    "resnet_v1_18": resnet_v1_basic.resnet_v1_18,
-    "resnet_v1_34": resnet_v1_basic.resnet_v1_34,
+    "resnet_v1_18": resnet_v1.resnet_v1_18,
+    "resnet_v1_34": resnet_v1.resnet_v1_34,
 }
 # Paper, Table 1: basic units per stage (conv2_x .. conv5_x) and their widths.
 PAPER_UNITS = {"resnet_v1_18": (2, 2, 2, 2), "resnet_v1_34": (3, 4, 6, 3)}
@@ -54,7 +55,7 @@ def build(name: str, shape: list, **kwargs) -> tuple:
     graph = tf.Graph()
     with graph.as_default():
         images = tf.compat.v1.placeholder(tf.float32, shape)
-        with slim.arg_scope(resnet_v1_basic.resnet_arg_scope()):
+        with slim.arg_scope(resnet_v1.resnet_arg_scope()):
             logits, end_points = NETWORKS[name](images, **kwargs)
     return graph, images, logits, end_points
 
@@ -108,7 +109,7 @@ def test_forward_pass_64x64_gives_finite_logits(name):
     with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
         session.run(tf.compat.v1.global_variables_initializer())
         batch = np.random.default_rng(0).uniform(-1.0, 1.0, size=(2, 64, 64, 3)).astype(np.float32)
-        logits_value, predictions = session.run([logits, end_points["Predictions"]], {images: batch})
+        logits_value, predictions = session.run([logits, end_points["predictions"]], {images: batch})
     assert logits_value.shape == (2, NUM_CLASSES)
     assert np.all(np.isfinite(logits_value))
     np.testing.assert_allclose(predictions.sum(axis=1), 1.0, rtol=1e-5)
@@ -129,7 +130,7 @@ def test_output_stride_16_uses_dilation_instead_of_the_last_stride():
 def test_without_classes_returns_pooled_features_and_no_logits_variables():
     graph, _, features, end_points = build("resnet_v1_18", [2, 64, 64, 3], num_classes=0)
     assert features.shape.as_list() == [2, 1, 1, 512]
-    assert "Predictions" not in end_points
+    assert "predictions" not in end_points
     with graph.as_default():
         assert not [v for v in tf.compat.v1.model_variables() if "/logits/" in v.op.name]
 
@@ -138,8 +139,8 @@ def test_reuse_creates_no_new_variables():
     graph, images, _, _ = build("resnet_v1_18", [1, 64, 64, 3])
     with graph.as_default():
         count = len(tf.compat.v1.global_variables())
-        with slim.arg_scope(resnet_v1_basic.resnet_arg_scope()):
-            resnet_v1_basic.resnet_v1_18(images, reuse=True)
+        with slim.arg_scope(resnet_v1.resnet_arg_scope()):
+            resnet_v1.resnet_v1_18(images, reuse=True)
         assert len(tf.compat.v1.global_variables()) == count
 
 
@@ -155,7 +156,7 @@ def test_bad_arguments_are_rejected_by_name(kwargs, shape, argument):
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, shape)
         with pytest.raises(ValueError, match=argument):
-            resnet_v1_basic.resnet_v1_18(images, **kwargs)
+            resnet_v1.resnet_v1_18(images, **kwargs)
 
 
 @pytest.mark.parametrize("depth, stride", [(4, 1), (4, 2), (6, 2)])
@@ -167,7 +168,7 @@ def test_basic_block_matches_float32_reference(depth, stride):
     graph = tf.Graph()
     with graph.as_default():
         inputs = tf.constant(np.random.default_rng(1).normal(size=(2, 8, 8, 4)).astype(np.float32))
-        output = resnet_v1_basic.basic_block(inputs, depth=depth, stride=stride, scope="unit")
+        output = basic_resnet.basic_block(inputs, depth=depth, stride=stride, scope="unit")
         weights = {v.op.name: v for v in tf.compat.v1.global_variables()}
 
         def conv(x, layer, stride_, padding):

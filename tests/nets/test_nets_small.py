@@ -17,7 +17,6 @@ NETWORKS = {
 }
 
 
-
 def _builder(name: str, **kwargs) -> Build:
     network_fn, arg_scope_fn = NETWORKS[name]
     return builder(network_fn, arg_scope_fn, **kwargs)
@@ -49,7 +48,9 @@ def test_zero_classes_returns_features_without_classifier(name: str, feature_wid
         features, end_points = _builder(name)(images, 0)
         variable_names = [v.op.name for v in tf.compat.v1.global_variables()]
     assert features.shape.as_list() == [2, feature_width]
-    assert "Logits" not in end_points
+    # The official networks return their last hidden layer, before any dropout.
+    assert features is end_points[{"cifarnet": "fc4", "lenet": "fc3"}[name]]
+    assert "Logits" not in end_points and "Predictions" not in end_points and "dropout3" not in end_points
     classifier_scope = {"cifarnet": "CifarNet/logits/", "lenet": "LeNet/fc4/"}[name]
     assert not any(n.startswith(classifier_scope) for n in variable_names)
 
@@ -63,11 +64,16 @@ def test_cifarnet_weight_decay_skips_the_logits_layer() -> None:
     assert regularized == ["fc3", "fc4"]
 
 
-def test_reuse_shares_variables() -> None:
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_an_enclosing_reusing_scope_shares_variables(name: str) -> None:
+    """The official functions take no ``reuse``: an outer variable scope with ``reuse=True`` shares them."""
+    network_fn, arg_scope_fn = NETWORKS[name]
+    size = load_reference()[name]["default_image_size"]
     with tf.Graph().as_default():
-        images = tf.compat.v1.placeholder(tf.float32, [1, 28, 28, 3])
-        with slim.arg_scope(lenet_arg_scope()):
-            lenet(images, num_classes=10)
+        images = tf.compat.v1.placeholder(tf.float32, [1, size, size, 3])
+        with slim.arg_scope(arg_scope_fn()):
+            network_fn(images, num_classes=10)
             count = len(tf.compat.v1.global_variables())
-            lenet(images, num_classes=10, reuse=True)
+            with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(), reuse=True):
+                network_fn(images, num_classes=10)
         assert len(tf.compat.v1.global_variables()) == count

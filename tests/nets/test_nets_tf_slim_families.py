@@ -1,9 +1,10 @@
-"""The zoo modules built on tf_slim's own nets: alexnet, overfeat, vgg, inception v1-v3, resnet v1/v2.
+"""The zoo modules built on tf_slim's own nets: inception v1-v3.
 
 Here: the official layout, end points and logits of each module function (through the
 factory's shared build, after checking that the factory maps the name to that function),
 numerical agreement with tf_slim's definitions (the wrappers must not change the
-computation), small forward passes and the pre-logits mode.
+computation), small forward passes and the pre-logits mode. AlexNet, OverFeat, VGG and the
+ResNets have their own files (``test_alexnet_overfeat_vgg_api.py``, ``test_resnet_api.py``).
 """
 
 import numpy as np
@@ -12,42 +13,20 @@ import tensorflow as tf
 import tf_slim as slim
 from reference import assert_module_builds_official_outputs, factory_build, load_reference
 from tf_slim.nets import inception as slim_inception
-from tf_slim.nets import resnet_v1 as slim_resnet_v1
-from tf_slim.nets import resnet_v2 as slim_resnet_v2
 
-from nets import alexnet, inception, overfeat, resnet_v1, resnet_v2, vgg
+from nets import inception
 
 FUNCTIONS = {
-    "alexnet_v2": (alexnet.alexnet_v2, alexnet.alexnet_v2_arg_scope),
-    "overfeat": (overfeat.overfeat, overfeat.overfeat_arg_scope),
-    "vgg_a": (vgg.vgg_a, vgg.vgg_arg_scope),
-    "vgg_16": (vgg.vgg_16, vgg.vgg_arg_scope),
-    "vgg_19": (vgg.vgg_19, vgg.vgg_arg_scope),
     "inception_v1": (inception.inception_v1, inception.inception_v3_arg_scope),
     "inception_v2": (inception.inception_v2, inception.inception_v3_arg_scope),
     "inception_v3": (inception.inception_v3, inception.inception_v3_arg_scope),
-    **{
-        f"resnet_v1_{depth}": (getattr(resnet_v1, f"resnet_v1_{depth}"), resnet_v1.resnet_arg_scope)
-        for depth in (50, 101, 152, 200)
-    },
-    **{
-        f"resnet_v2_{depth}": (getattr(resnet_v2, f"resnet_v2_{depth}"), resnet_v2.resnet_arg_scope)
-        for depth in (50, 101, 152, 200)
-    },
 }
-# Graph construction of the deeper ResNets takes tens of seconds on a small CPU (the 50-layer ones,
-# with the same blocks, are checked by default).
-SLOW_NAMES = {f"resnet_v{version}_{depth}" for version in (1, 2) for depth in (101, 152, 200)}
 
 # Outputs of the same float32 graph computed two ways; only summation order may differ.
 FLOAT32_TOLERANCE = 1e-5
 
 
-def _name_params() -> list:
-    return [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_NAMES else name for name in FUNCTIONS]
-
-
-@pytest.mark.parametrize("name", _name_params())
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_official_variables_end_points_logits_and_image_size(name):
     assert_module_builds_official_outputs(name, *FUNCTIONS[name], extra_end_points=None)
     entry = load_reference()[name]
@@ -68,8 +47,6 @@ def _random_batch(shape: list) -> np.ndarray:
 @pytest.mark.parametrize(
     "name, theirs, scope, size",
     [
-        ("resnet_v1_50", slim_resnet_v1.resnet_v1_50, "resnet_v1_50", 64),
-        ("resnet_v2_50", slim_resnet_v2.resnet_v2_50, "resnet_v2_50", 64),
         ("inception_v2", slim_inception.inception_v2, "InceptionV2", 64),
         ("inception_v1", slim_inception.inception_v1, "InceptionV1", 224),
     ],
@@ -91,7 +68,7 @@ def test_logits_equal_tf_slim_definition(name, theirs, scope, size):
     np.testing.assert_allclose(predictions.sum(axis=1), 1.0, atol=FLOAT32_TOLERANCE)
 
 
-@pytest.mark.parametrize("name", ["resnet_v1_50", "inception_v2"])
+@pytest.mark.parametrize("name", ["inception_v2"])
 def test_training_forward_pass_is_finite(name):
     network, arg_scope = FUNCTIONS[name]
     num_classes, shape = 7, [2, 64, 64, 3]
@@ -107,8 +84,6 @@ def test_training_forward_pass_is_finite(name):
 @pytest.mark.parametrize(
     "network, feature_key, channels, num_classes",
     [
-        (resnet_v1.resnet_v1_50, "global_pool", 2048, None),
-        (resnet_v2.resnet_v2_50, "global_pool", 2048, 0),
         (inception.inception_v1, "AvgPool_0a_7x7", 1024, 0),
         (inception.inception_v2, "AvgPool_1a", 1024, None),
     ],
@@ -132,31 +107,10 @@ def test_inception_global_pool_accepts_larger_inputs():
     assert logits.shape.as_list() == [1, 3]
 
 
-def test_resnet_without_spatial_squeeze_keeps_4d_logits():
-    with tf.Graph().as_default():
-        images = tf.compat.v1.placeholder(tf.float32, [2, 64, 64, 3])
-        logits, end_points = resnet_v1.resnet_v1_50(images, num_classes=4, spatial_squeeze=False)
-    assert logits.shape.as_list() == [2, 1, 1, 4]
-    assert "resnet_v1_50/spatial_squeeze" not in end_points
-
-
-def test_resnet_depth_multiplier_scales_bottlenecks_with_a_floor():
-    with tf.Graph().as_default():
-        images = tf.compat.v1.placeholder(tf.float32, [1, 64, 64, 3])
-        resnet_v2.resnet_v2_50(images, num_classes=4, depth_multiplier=0.1, min_base_depth=16)
-        weights = {v.op.name: v.shape.as_list() for v in tf.compat.v1.global_variables()}
-    # block1 base depth 64 * 0.1 = 6 -> floor 16; block4 base depth 512 * 0.1 = 51.
-    assert weights["resnet_v2_50/block1/unit_1/bottleneck_v2/conv1/weights"] == [1, 1, 64, 16]
-    assert weights["resnet_v2_50/block4/unit_1/bottleneck_v2/conv1/weights"][-1] == 51
-
-
 @pytest.mark.parametrize(
     "network, bad_argument",
     [
-        (alexnet.alexnet_v2, {"num_classes": 0}),
-        (vgg.vgg_16, {"num_classes": None}),
         (inception.inception_v3, {"depth_multiplier": 0.0}),
-        (resnet_v1.resnet_v1_50, {"depth_multiplier": -1.0}),
     ],
 )
 def test_bad_arguments_raise_value_error_naming_them(network, bad_argument):
