@@ -70,6 +70,17 @@ class NasNetHParams:
         return dataclasses.asdict(self)
 
 
+# The hyper-parameters every official NASNet and PNASNet configuration shares.
+_COMMON_HPARAMS = dict(
+    use_aux_head=1, filter_scaling_rate=2.0, num_reduction_layers=2, data_format="NHWC", use_bounded_activation=False
+)
+
+
+def nasnet_hparams(**values) -> NasNetHParams:
+    """A fresh NasNetHParams of ``values`` and the settings all official configurations share."""
+    return NasNetHParams(**{**_COMMON_HPARAMS, **values})
+
+
 def _coerce(name: str, field_type: type, value):
     """``value`` as ``field_type``, or a ValueError naming the field."""
     is_bool = isinstance(value, bool)

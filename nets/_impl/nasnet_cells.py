@@ -384,3 +384,103 @@ def build_cell(
                     states.append(tf.nn.relu6(combined) if bounded else combined)
         with tf.compat.v1.variable_scope("cell_output"):
             return _concat_output_states(states, spec.excluded_states)
+
+
+class NasNetABaseCell:
+    """A searched cell, described as in the official code.
+
+    Args:
+        num_conv_filters: filters of every convolution at ``filter_scaling`` 1.
+        operations: the ten branch operations in order, e.g. ``'separable_5x5_2'``,
+            ``'avg_pool_3x3'``, ``'max_pool_3x3'``, ``'none'``.
+        used_hiddenstates: one 0/1 flag per state (the two inputs and the five step
+            outputs); flagged states are consumed inside the cell and left out of its output.
+        hiddenstate_indices: the state each branch reads.
+        drop_path_keep_prob: keep probability of the deepest cell at the end of training (1.0: no drop-path).
+        total_num_cells: cells of the whole network (stem cells included), for the depth scaling of drop-path.
+        total_training_steps: steps over which drop-path ramps up to its full rate.
+        use_bounded_activation: ReLU6 instead of ReLU and branch outputs clipped to [-6, 6].
+
+    Raises:
+        ValueError: an operation name or index does not describe a cell.
+    """
+
+    def __init__(
+        self,
+        num_conv_filters: int,
+        operations: Sequence[str],
+        used_hiddenstates: Sequence[int],
+        hiddenstate_indices: Sequence[int],
+        drop_path_keep_prob: float,
+        total_num_cells: int,
+        total_training_steps: int,
+        use_bounded_activation: bool = False,
+    ) -> None:
+        self._spec = cell_spec_from_official(operations, used_hiddenstates, hiddenstate_indices)
+        self._num_conv_filters = num_conv_filters
+        self._drop_path_keep_prob = drop_path_keep_prob
+        self._total_num_cells = total_num_cells
+        self._total_training_steps = total_training_steps
+        self._use_bounded_activation = use_bounded_activation
+
+    def __call__(
+        self,
+        net: tf.Tensor,
+        scope: Optional[str] = None,
+        filter_scaling: float = 1,
+        stride: int = 1,
+        prev_layer: Optional[tf.Tensor] = None,
+        cell_num: int = -1,
+        current_step: Optional[tf.Tensor] = None,
+    ) -> tf.Tensor:
+        """Build the cell on ``net`` (and ``prev_layer``, the output before it) under ``scope``.
+
+        ``cell_num`` is the cell's depth in the network (needed with drop-path);
+        ``current_step`` drives the drop-path schedule (the global step when None).
+        """
+        if self._drop_path_keep_prob < 1.0 and cell_num < 0:
+            raise ValueError("cell_num must be the cell's depth (>= 0) when drop_path_keep_prob < 1.")
+        schedule = DropPathSchedule(
+            self._drop_path_keep_prob, self._total_num_cells, self._total_training_steps, current_step
+        )
+        return build_cell(
+            net,
+            prev_layer,
+            self._spec,
+            scope=scope,
+            num_filters=int(self._num_conv_filters * filter_scaling),
+            stride=stride,
+            cell_index=cell_num,
+            drop_path_schedule=schedule,
+            use_bounded_activation=self._use_bounded_activation,
+        )
+
+
+class FixedTopologyCell(NasNetABaseCell):
+    """A cell whose topology is fixed by its class (``OPERATIONS``, ``USED_HIDDENSTATES``, ``HIDDENSTATE_INDICES``).
+
+    Args: as ``NasNetABaseCell`` without the topology.
+    """
+
+    OPERATIONS: Tuple[str, ...] = ()
+    USED_HIDDENSTATES: Tuple[int, ...] = ()
+    HIDDENSTATE_INDICES: Tuple[int, ...] = ()
+
+    def __init__(
+        self,
+        num_conv_filters: int,
+        drop_path_keep_prob: float,
+        total_num_cells: int,
+        total_training_steps: int,
+        use_bounded_activation: bool = False,
+    ) -> None:
+        super().__init__(
+            num_conv_filters,
+            self.OPERATIONS,
+            self.USED_HIDDENSTATES,
+            self.HIDDENSTATE_INDICES,
+            drop_path_keep_prob,
+            total_num_cells,
+            total_training_steps,
+            use_bounded_activation,
+        )

@@ -17,55 +17,40 @@ from nets.nasnet import nasnet_utils
 
 def cifar_config() -> NasNetHParams:
     """Hyper-parameters of NASNet-A 6@768 for CIFAR-10 (937,500 steps: 600 epochs at batch 32)."""
-    return NasNetHParams(
+    return nasnet_base.nasnet_hparams(
         stem_multiplier=3.0,
         drop_path_keep_prob=0.6,
         num_cells=18,
-        use_aux_head=1,
         num_conv_filters=32,
         dense_dropout_keep_prob=1.0,
-        filter_scaling_rate=2.0,
-        num_reduction_layers=2,
-        data_format="NHWC",
         skip_reduction_layer_input=0,
         total_training_steps=937500,
-        use_bounded_activation=False,
     )
 
 
 def large_imagenet_config() -> NasNetHParams:
     """Hyper-parameters of NASNet-A 6@4032 for 331x331 ImageNet images."""
-    return NasNetHParams(
+    return nasnet_base.nasnet_hparams(
         stem_multiplier=3.0,
         drop_path_keep_prob=0.7,
         num_cells=18,
-        use_aux_head=1,
         num_conv_filters=168,
         dense_dropout_keep_prob=0.5,
-        filter_scaling_rate=2.0,
-        num_reduction_layers=2,
-        data_format="NHWC",
         skip_reduction_layer_input=1,
         total_training_steps=250000,
-        use_bounded_activation=False,
     )
 
 
 def mobile_imagenet_config() -> NasNetHParams:
     """Hyper-parameters of NASNet-A 4@1056 for 224x224 ImageNet images."""
-    return NasNetHParams(
+    return nasnet_base.nasnet_hparams(
         stem_multiplier=1.0,
         drop_path_keep_prob=1.0,
         num_cells=12,
-        use_aux_head=1,
         num_conv_filters=44,
         dense_dropout_keep_prob=0.5,
-        filter_scaling_rate=2.0,
-        num_reduction_layers=2,
-        data_format="NHWC",
         skip_reduction_layer_input=0,
         total_training_steps=250000,
-        use_bounded_activation=False,
     )
 
 

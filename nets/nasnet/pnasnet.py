@@ -9,44 +9,34 @@ from typing import Dict, Iterator, Optional, Tuple
 
 import tensorflow as tf
 
-from nets._impl import nasnet_base
+from nets._impl import nasnet_base, nasnet_cells
 from nets._impl.nasnet_base import NasNetHParams
 from nets.nasnet import nasnet_utils
 
 
 def large_imagenet_config() -> NasNetHParams:
     """Hyper-parameters of PNASNet-5 Large for 331x331 ImageNet images."""
-    return NasNetHParams(
+    return nasnet_base.nasnet_hparams(
         stem_multiplier=3.0,
         drop_path_keep_prob=0.6,
         num_cells=12,
-        use_aux_head=1,
         num_conv_filters=216,
         dense_dropout_keep_prob=0.5,
-        filter_scaling_rate=2.0,
-        num_reduction_layers=2,
-        data_format="NHWC",
         skip_reduction_layer_input=1,
         total_training_steps=250000,
-        use_bounded_activation=False,
     )
 
 
 def mobile_imagenet_config() -> NasNetHParams:
     """Hyper-parameters of PNASNet-5 Mobile for 224x224 ImageNet images."""
-    return NasNetHParams(
+    return nasnet_base.nasnet_hparams(
         stem_multiplier=1.0,
         drop_path_keep_prob=1.0,
         num_cells=9,
-        use_aux_head=1,
         num_conv_filters=54,
         dense_dropout_keep_prob=0.5,
-        filter_scaling_rate=2.0,
-        num_reduction_layers=2,
-        data_format="NHWC",
         skip_reduction_layer_input=1,
         total_training_steps=250000,
-        use_bounded_activation=False,
     )
 
 
@@ -64,38 +54,24 @@ def pnasnet_mobile_arg_scope(
     return nasnet_base.nasnet_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon)
 
 
-class PNasNetNormalCell(nasnet_utils.NasNetABaseCell):
-    """The PNASNet-5 cell (stride 2 at the reduction points and in the stem)."""
+class PNasNetNormalCell(nasnet_cells.FixedTopologyCell):
+    """The PNASNet-5 cell (stride 2 at the reduction points and in the stem); arguments as
+    ``nasnet_utils.NasNetABaseCell`` without the topology."""
 
-    def __init__(
-        self,
-        num_conv_filters: int,
-        drop_path_keep_prob: float,
-        total_num_cells: int,
-        total_training_steps: int,
-        use_bounded_activation: bool = False,
-    ) -> None:
-        super().__init__(
-            num_conv_filters,
-            operations=[
-                "separable_5x5_2",
-                "max_pool_3x3",
-                "separable_7x7_2",
-                "max_pool_3x3",
-                "separable_5x5_2",
-                "separable_3x3_2",
-                "separable_3x3_2",
-                "max_pool_3x3",
-                "separable_3x3_2",
-                "none",
-            ],
-            used_hiddenstates=[1, 1, 0, 0, 0, 0, 0],
-            hiddenstate_indices=[1, 1, 0, 0, 0, 0, 4, 0, 1, 0],
-            drop_path_keep_prob=drop_path_keep_prob,
-            total_num_cells=total_num_cells,
-            total_training_steps=total_training_steps,
-            use_bounded_activation=use_bounded_activation,
-        )
+    OPERATIONS = (
+        "separable_5x5_2",
+        "max_pool_3x3",
+        "separable_7x7_2",
+        "max_pool_3x3",
+        "separable_5x5_2",
+        "separable_3x3_2",
+        "separable_3x3_2",
+        "max_pool_3x3",
+        "separable_3x3_2",
+        "none",
+    )
+    USED_HIDDENSTATES = (1, 1, 0, 0, 0, 0, 0)
+    HIDDENSTATE_INDICES = (1, 1, 0, 0, 0, 0, 4, 0, 1, 0)
 
 
 def _pnasnet_stages(
