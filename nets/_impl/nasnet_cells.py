@@ -9,6 +9,8 @@ scopes follow the official checkpoints (``comb_iter_<step>/<left|right>/...``).
 Both tensor layouts are supported: the functions with a ``data_format`` argument take it
 from the enclosing ``slim.arg_scope`` (the networks set it from their configuration), as
 in the official ``nasnet_utils``, and the cell machinery asks them for channel axes.
+``NasNetABaseCell`` is the official cell object over ``build_cell``; ``nets.nasnet.nasnet_utils``
+re-exports the official names defined here.
 """
 
 import dataclasses
@@ -200,7 +202,7 @@ def factorized_reduction(net: tf.Tensor, output_filters: int, stride: int, data_
 
 @slim.add_arg_scope
 def drop_path(net: tf.Tensor, keep_prob: tf.Tensor, is_training: bool = True) -> tf.Tensor:
-    """In training, zero each example with probability ``1 - keep_prob`` and scale the kept ones by ``1 / keep_prob``."""
+    """In training, zero each example with probability ``1 - keep_prob``, scaling the kept ones by ``1 / keep_prob``."""
     if not is_training:
         return net
     noise = tf.random.uniform([tf.shape(net)[0], 1, 1, 1], dtype=tf.float32)
