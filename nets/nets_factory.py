@@ -73,9 +73,14 @@ NETWORK_ENTRIES = {
         )
     },
     **_family(
-        "nets.nasnet", "{name}_arg_scope", "nasnet_cifar", "nasnet_mobile", "nasnet_large", function="build_{name}"
+        "nets.nasnet.nasnet",
+        "{name}_arg_scope",
+        "nasnet_cifar",
+        "nasnet_mobile",
+        "nasnet_large",
+        function="build_{name}",
     ),
-    **_family("nets.pnasnet", "{name}_arg_scope", "pnasnet_mobile", "pnasnet_large", function="build_{name}"),
+    **_family("nets.nasnet.pnasnet", "{name}_arg_scope", "pnasnet_mobile", "pnasnet_large", function="build_{name}"),
 }
 
 

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from nets import nasnet, nasnet_cells, pnasnet
+from nets._impl import nasnet_cells
+from nets.nasnet import nasnet, nasnet_utils, pnasnet
 from reference import assert_module_builds_official_outputs, load_reference
 
 NETWORKS = {
@@ -18,9 +19,9 @@ NETWORKS = {
     "pnasnet_large": (pnasnet.build_pnasnet_large, pnasnet.pnasnet_large_arg_scope),
 }
 # Few cells and filters, so behaviour checks build in a second; reductions at cells 1 and 2, aux head on cell 1.
-TINY_CIFAR_CONFIG = dataclasses.replace(nasnet.CIFAR_CONFIG, num_cells=3, num_conv_filters=8)
-TINY_IMAGENET_CONFIG = dataclasses.replace(nasnet.MOBILE_IMAGENET_CONFIG, num_cells=3, num_conv_filters=8)
-TINY_PNASNET_CONFIG = dataclasses.replace(pnasnet.MOBILE_IMAGENET_CONFIG, num_cells=3, num_conv_filters=8)
+TINY_CIFAR_CONFIG = dataclasses.replace(nasnet.cifar_config(), num_cells=3, num_conv_filters=8)
+TINY_IMAGENET_CONFIG = dataclasses.replace(nasnet.mobile_imagenet_config(), num_cells=3, num_conv_filters=8)
+TINY_PNASNET_CONFIG = dataclasses.replace(pnasnet.mobile_imagenet_config(), num_cells=3, num_conv_filters=8)
 
 
 def _variable_names(graph: tf.Graph) -> set:
@@ -96,7 +97,7 @@ def test_factorized_reduction_matches_numpy():
     with graph.as_default():
         with slim.arg_scope(nasnet.nasnet_mobile_arg_scope(batch_norm_epsilon=epsilon)):
             with slim.arg_scope([slim.batch_norm], is_training=True):
-                output = nasnet_cells.factorized_reduction(tf.constant(inputs), 7, stride=2)
+                output = nasnet_utils.factorized_reduction(tf.constant(inputs), 7, stride=2, data_format="NHWC")
         weights = [tf.compat.v1.model_variables(f"path{i}_conv/weights")[0] for i in (1, 2)]
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
@@ -120,7 +121,7 @@ def test_drop_path_drops_whole_examples_and_rescales_the_rest():
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.set_random_seed(0)
-        dropped = nasnet_cells.drop_path(tf.ones([num_examples, 2, 2, 3]), tf.constant(keep_prob))
+        dropped = nasnet_utils.drop_path(tf.ones([num_examples, 2, 2, 3]), tf.constant(keep_prob))
         with tf.compat.v1.Session(graph=graph) as session:
             values = session.run(dropped).reshape(num_examples, -1)
     zeroed = (values == 0.0).all(axis=1)
@@ -216,7 +217,14 @@ def test_bad_arguments_are_rejected(shape, kwargs, error):
 
 
 def test_bad_configurations_are_rejected():
-    with pytest.raises(ValueError, match="drop_path_keep_prob"):
-        dataclasses.replace(nasnet.CIFAR_CONFIG, drop_path_keep_prob=0.0)
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 32, 32, 3])
+        config = dataclasses.replace(TINY_CIFAR_CONFIG, drop_path_keep_prob=0.0)
+        with pytest.raises(ValueError, match="drop_path_keep_prob"):
+            nasnet.build_nasnet_cifar(images, 10, config=config)
+        with pytest.raises(ValueError, match="data_format"):
+            nasnet.build_nasnet_cifar(images, 10, config=dataclasses.replace(TINY_CIFAR_CONFIG, data_format="NWHC"))
     with pytest.raises(ValueError, match="inputs"):
-        dataclasses.replace(nasnet_cells.PNASNET_5, inputs=(1, 1, 0, 0, 0, 0, 4, 0, 1, 7))
+        nasnet_cells.CellSpec(
+            operations=(nasnet_cells.Identity(),) * 10, inputs=(1, 1, 0, 0, 0, 0, 4, 0, 1, 7), excluded_states=(0,)
+        )
