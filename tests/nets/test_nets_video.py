@@ -8,8 +8,8 @@ import tensorflow as tf
 import tf_slim as slim
 
 from nets.i3d import i3d, i3d_arg_scope
-from nets.i3d_blocks import centered_identity_initializer, self_gate, spatiotemporal_conv3d
-from nets.s3dg import s3dg, s3dg_arg_scope
+from nets.i3d_utils import center_initializer, conv3d_spatiotemporal
+from nets.s3dg import s3dg, s3dg_arg_scope, self_gating
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
 from reference import assert_module_builds_official_outputs, load_reference
 
@@ -53,7 +53,7 @@ def test_self_gate_matches_numpy_reference() -> None:
     rng = np.random.default_rng(1)
     features = rng.normal(size=(2, 3, 4, 4, 5)).astype(np.float32)
     with tf.Graph().as_default():
-        gated = self_gate(tf.constant(features), "block")
+        gated = self_gating(tf.constant(features), "block")
         (kernel,) = tf.compat.v1.global_variables()
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
@@ -65,26 +65,28 @@ def test_self_gate_matches_numpy_reference() -> None:
     np.testing.assert_allclose(gated_value, expected, atol=FLOAT32_TOLERANCE)
 
 
-def test_centered_identity_initializer_puts_identity_on_middle_tap() -> None:
+def test_center_initializer_puts_identity_on_middle_tap() -> None:
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-        kernel = session.run(centered_identity_initializer()([3, 1, 1, 4, 4]))
+        kernel = session.run(center_initializer()([3, 1, 1, 4, 4]))
     expected = np.zeros((3, 1, 1, 4, 4), np.float32)
     expected[1, 0, 0] = np.eye(4)
     np.testing.assert_array_equal(kernel, expected)
 
 
 @pytest.mark.parametrize("shape", [[2, 1, 1, 4, 4], [3, 1, 1, 4, 5], [3, 3, 1, 4, 4], [3, 4, 4]])
-def test_centered_identity_initializer_rejects_other_shapes(shape: list) -> None:
+def test_center_initializer_rejects_other_shapes(shape: list) -> None:
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="kernel shape"):
-            centered_identity_initializer()(shape)
+            center_initializer()(shape)
 
 
 def test_separable_conv_starts_as_its_spatial_half() -> None:
     """The temporal half is initialized to the identity, so the block initially equals its 1x3x3 convolution."""
     clip = np.random.default_rng(2).normal(size=(1, 5, 6, 6, 4)).astype(np.float32)
     with tf.Graph().as_default() as graph:
-        output = spatiotemporal_conv3d(tf.constant(clip), 8, [3, 3, 3], scope="block", separable=True)
+        output = conv3d_spatiotemporal(
+            tf.constant(clip), 8, [3, 3, 3], activation_fn=tf.nn.relu, separable=True, scope="block"
+        )
         spatial = graph.get_tensor_by_name("block/Relu:0")
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
