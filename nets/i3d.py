@@ -26,6 +26,7 @@ conv3d_spatiotemporal = i3d_utils.conv3d_spatiotemporal
 
 
 def _i3d_options(final_endpoint: str) -> BodyOptions:
+    """I3D's body: a 7-frame stem, 3x3x3 convolutions from Conv2d_2c_3x3 on, no gating."""
     return BodyOptions(
         first_temporal_kernel_size=7,
         temporal_conv_startat="Conv2d_2c_3x3",
@@ -53,7 +54,9 @@ def i3d_arg_scope(
     return video_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon, use_renorm, separable_conv3d)
 
 
-def i3d_base(inputs: tf.Tensor, final_endpoint: str = "Mixed_5c", scope: str = "InceptionV1") -> Tuple[tf.Tensor, EndPoints]:
+def i3d_base(
+    inputs: tf.Tensor, final_endpoint: str = "Mixed_5c", scope: str = "InceptionV1"
+) -> Tuple[tf.Tensor, EndPoints]:
     """Build the I3D body on a clip [batch, frames, height, width, channels] up to ``final_endpoint``.
 
     Returns:

@@ -181,7 +181,8 @@ def inception_block_v1_3d(
             branch_2 = gate(branch_2, "Conv2d_0b_3x3")
         with tf.compat.v1.variable_scope("Branch_3"):
             branch_3 = layers.max_pool3d(inputs, [3, 3, 3], scope="MaxPool_0a_3x3")
-            branch_3 = gate(layers.conv3d(branch_3, num_outputs_3_0b, [1, 1, 1], scope="Conv2d_0b_1x1"), "Conv2d_0b_1x1")
+            branch_3 = layers.conv3d(branch_3, num_outputs_3_0b, [1, 1, 1], scope="Conv2d_0b_1x1")
+            branch_3 = gate(branch_3, "Conv2d_0b_1x1")
         return tf.concat([branch_0, branch_1, branch_2, branch_3], data_format.index("C"))
 
 

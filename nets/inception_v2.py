@@ -77,6 +77,7 @@ def _reduce(net: tf.Tensor, depth: int, scope: str = "Conv2d_0a_1x1") -> tf.Tens
 
 
 def _block(net: tf.Tensor, scope: str, spec: _Block, depth: Callable[[int], int], axis: int) -> tf.Tensor:
+    """A four-branch Inception block; branches are joined on channel ``axis``."""
     with tf.compat.v1.variable_scope(scope):
         with tf.compat.v1.variable_scope("Branch_0"):
             branch_0 = slim.conv2d(net, depth(spec.branch_0), [1, 1], scope="Conv2d_0a_1x1")
@@ -103,6 +104,7 @@ def _block(net: tf.Tensor, scope: str, spec: _Block, depth: Callable[[int], int]
 
 
 def _reduction(net: tf.Tensor, scope: str, spec: _Reduction, depth: Callable[[int], int], axis: int) -> tf.Tensor:
+    """A grid-halving block; branches are joined on channel ``axis``."""
     with tf.compat.v1.variable_scope(scope):
         with tf.compat.v1.variable_scope("Branch_0"):
             branch_0 = _reduce(net, depth(spec.branch_0_reduce))

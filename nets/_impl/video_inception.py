@@ -100,7 +100,9 @@ def _check_options(inputs: tf.Tensor, options: BodyOptions) -> None:
         raise ValueError(f"final_endpoint must be one of {END_POINT_NAMES}, got {options.final_endpoint!r}.")
 
 
-def _body_layers(inputs: tf.Tensor, options: BodyOptions, depth: Callable[[int], int]) -> Iterator[Tuple[str, tf.Tensor]]:
+def _body_layers(
+    inputs: tf.Tensor, options: BodyOptions, depth: Callable[[int], int]
+) -> Iterator[Tuple[str, tf.Tensor]]:
     """Yield ``(end_point_name, tensor)`` layer by layer; each layer is built only when the caller asks for it."""
 
     def gating_fn(net: tf.Tensor, scope: str) -> tf.Tensor:

@@ -69,7 +69,8 @@ def test_batch_norm_scale_adds_gamma_to_every_batch_norm(batch_norm_scale):
     means = [name for name in names if name.endswith("BatchNorm/moving_mean")]
     gammas = [name for name in names if name.endswith("BatchNorm/gamma")]
     assert len(means) == 1 + 1 + 1 + 6  # three stem convolutions, six in Mixed_3b
-    assert sorted(gammas) == (sorted(name.replace("moving_mean", "gamma") for name in means) if batch_norm_scale else [])
+    expected_gammas = sorted(name.replace("moving_mean", "gamma") for name in means) if batch_norm_scale else []
+    assert sorted(gammas) == expected_gammas
 
 
 def test_without_batch_norm_convolutions_get_biases():
@@ -78,7 +79,8 @@ def test_without_batch_norm_convolutions_get_biases():
         with slim.arg_scope(inception_utils.inception_arg_scope(use_batch_norm=False)):
             inception_v1.inception_v1_base(images, final_endpoint="Conv2d_2b_1x1")
         names = set(_variable_shapes())
-    assert names == {f"InceptionV1/{conv}/{kind}" for conv in ("Conv2d_1a_7x7", "Conv2d_2b_1x1") for kind in ("weights", "biases")}
+    convolutions = ("Conv2d_1a_7x7", "Conv2d_2b_1x1")
+    assert names == {f"InceptionV1/{conv}/{kind}" for conv in convolutions for kind in ("weights", "biases")}
 
 
 @pytest.mark.parametrize("base_fn", [inception_v1.inception_v1_base, inception_v2.inception_v2_base])
@@ -123,7 +125,8 @@ def test_a_stem_end_point_is_unknown_without_the_root_block(base_fn):
 def test_final_endpoint_stops_the_trunk(base_fn, final_endpoint, shape):
     size = 64 if "Mixed_4" in final_endpoint else 75
     with tf.Graph().as_default():
-        net, end_points = base_fn(tf.compat.v1.placeholder(tf.float32, [1, size, size, 3]), final_endpoint=final_endpoint)
+        images = tf.compat.v1.placeholder(tf.float32, [1, size, size, 3])
+        net, end_points = base_fn(images, final_endpoint=final_endpoint)
     assert list(end_points)[-1] == final_endpoint
     assert end_points[final_endpoint] is net and net.shape.as_list() == shape
 
@@ -132,7 +135,9 @@ def test_v2_plain_stem_convolution_replaces_the_separable_one():
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [1, 64, 64, 3])
         separable, _ = inception_v2.inception_v2_base(images, final_endpoint="Conv2d_1a_7x7")
-        plain, _ = inception_v2.inception_v2_base(images, final_endpoint="Conv2d_1a_7x7", use_separable_conv=False, scope="Plain")
+        plain, _ = inception_v2.inception_v2_base(
+            images, final_endpoint="Conv2d_1a_7x7", use_separable_conv=False, scope="Plain"
+        )
         shapes = _variable_shapes()
     assert separable.shape.as_list() == plain.shape.as_list() == [1, 32, 32, 64]
     # depthwise multiplier min(64 // 3, 8) = 8 per input channel, then a 1x1 to 64.
@@ -144,9 +149,11 @@ def test_v2_plain_stem_convolution_replaces_the_separable_one():
 @pytest.mark.slow
 def test_v2_nchw_end_points_are_the_transposed_nhwc_ones():
     with tf.Graph().as_default():
-        _, nhwc = inception_v2.inception_v2_base(tf.compat.v1.placeholder(tf.float32, [1, 64, 64, 3]), use_separable_conv=False)
+        channels_last = tf.compat.v1.placeholder(tf.float32, [1, 64, 64, 3])
+        channels_first = tf.compat.v1.placeholder(tf.float32, [1, 3, 64, 64])
+        _, nhwc = inception_v2.inception_v2_base(channels_last, use_separable_conv=False)
         _, nchw = inception_v2.inception_v2_base(
-            tf.compat.v1.placeholder(tf.float32, [1, 3, 64, 64]), use_separable_conv=False, data_format="NCHW", scope="NCHW"
+            channels_first, use_separable_conv=False, data_format="NCHW", scope="NCHW"
         )
     assert list(nchw) == list(nhwc)
     for name, tensor in nhwc.items():
@@ -186,7 +193,9 @@ def test_global_pool_equals_the_fixed_window_at_the_default_size(network, pooled
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, shape)
         window, window_end_points = network(images, num_classes=4, is_training=False)
-        global_logits, global_end_points = network(images, num_classes=4, is_training=False, global_pool=True, reuse=True)
+        global_logits, global_end_points = network(
+            images, num_classes=4, is_training=False, global_pool=True, reuse=True
+        )
         values = _run([window, global_logits], {images: _random(shape)})
     assert pooled in window_end_points and "global_pool" in global_end_points
     np.testing.assert_allclose(values[1], values[0], rtol=0, atol=FLOAT32_TOLERANCE)
@@ -195,7 +204,11 @@ def test_global_pool_equals_the_fixed_window_at_the_default_size(network, pooled
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "network, size, pre_logits",
-    [(inception_v1.inception_v1, 64, False), (inception_v2.inception_v2, 64, True), (inception_v3.inception_v3, 107, True)],
+    [
+        (inception_v1.inception_v1, 64, False),
+        (inception_v2.inception_v2, 64, True),
+        (inception_v3.inception_v3, 107, True),
+    ],
 )
 def test_unsqueezed_logits_and_pre_logits_end_point(network, size, pre_logits):
     with tf.Graph().as_default():
