@@ -1,4 +1,5 @@
-"""I3D, the Inflated 3-D ConvNet (Carreira & Zisserman, 2017, RGB stream), with the official scopes.
+"""I3D, the Inflated 3-D ConvNet (Carreira & Zisserman, 2017, RGB stream), with the official scopes
+(``nets/i3d.py``).
 
 Inception v1 inflated to video: a 7x7x7 stem and full 3x3x3 convolutions from
 ``Conv2d_2c_3x3`` on, no gating. Input: [batch, frames, 224, 224, 3].
@@ -9,7 +10,62 @@ from typing import Callable, Optional, Tuple
 import tensorflow as tf
 import tf_slim as slim
 
-from nets.i3d_blocks import EndPoints, video_arg_scope, video_classifier
+from nets import i3d_utils
+from nets._impl import inception_parts
+from nets._impl.video_inception import (
+    BodyOptions,
+    EndPoints,
+    HeadOptions,
+    inception_v1_3d_base,
+    video_arg_scope,
+    video_classifier,
+)
+
+trunc_normal = inception_parts.truncated_normal
+conv3d_spatiotemporal = i3d_utils.conv3d_spatiotemporal
+
+
+def _i3d_options(final_endpoint: str) -> BodyOptions:
+    """I3D's body: a 7-frame stem, 3x3x3 convolutions from Conv2d_2c_3x3 on, no gating."""
+    return BodyOptions(
+        first_temporal_kernel_size=7,
+        temporal_conv_startat="Conv2d_2c_3x3",
+        gating_startat=None,
+        final_endpoint=final_endpoint,
+    )
+
+
+def i3d_arg_scope(
+    weight_decay: float = 1e-7,
+    batch_norm_decay: float = 0.999,
+    batch_norm_epsilon: float = 0.001,
+    use_renorm: bool = False,
+    separable_conv3d: bool = False,
+) -> dict:
+    """Official I3D defaults (ReLU, unfused batch norm, L2 on 3-D kernels).
+
+    Args:
+        weight_decay: L2 regularization strength.
+        batch_norm_decay: decay of the batch-norm moving averages.
+        batch_norm_epsilon: added to the variance to avoid division by zero.
+        use_renorm: batch renormalization.
+        separable_conv3d: split 3x3x3 convolutions into 1x3x3 and 3x1x1, as S3D does.
+    """
+    return video_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon, use_renorm, separable_conv3d)
+
+
+def i3d_base(
+    inputs: tf.Tensor, final_endpoint: str = "Mixed_5c", scope: str = "InceptionV1"
+) -> Tuple[tf.Tensor, EndPoints]:
+    """Build the I3D body on a clip [batch, frames, height, width, channels] up to ``final_endpoint``.
+
+    Returns:
+        ``(net, end_points)``.
+
+    Raises:
+        ValueError: on a bad ``final_endpoint`` or non-5-D ``inputs``.
+    """
+    return inception_v1_3d_base(inputs, _i3d_options(final_endpoint), scope=scope)
 
 
 def i3d(
@@ -27,30 +83,8 @@ def i3d(
     Use it under ``i3d_arg_scope()``. Logits are averaged over the remaining
     time steps, so any clip length that survives the 8x temporal downsampling works.
     """
-    return video_classifier(
-        inputs,
-        num_classes=num_classes,
-        dropout_keep_prob=dropout_keep_prob,
-        is_training=is_training,
-        prediction_fn=prediction_fn,
-        spatial_squeeze=spatial_squeeze,
-        reuse=reuse,
-        scope=scope,
-        first_temporal_kernel_size=7,
-        temporal_conv_startat="Conv2d_2c_3x3",
-        gating_startat=None,
-    )
+    head = HeadOptions(num_classes, dropout_keep_prob, is_training, prediction_fn, spatial_squeeze, reuse, scope)
+    return video_classifier(inputs, head, _i3d_options("Mixed_5c"))
 
 
 i3d.default_image_size = 224
-
-
-def i3d_arg_scope(
-    weight_decay: float = 1e-7,
-    batch_norm_decay: float = 0.999,
-    batch_norm_epsilon: float = 0.001,
-    use_renorm: bool = False,
-    separable_conv3d: bool = False,
-) -> dict:
-    """Official I3D defaults; ``separable_conv3d=True`` splits 3x3x3 convolutions as S3D does."""
-    return video_arg_scope(weight_decay, batch_norm_decay, batch_norm_epsilon, use_renorm, separable_conv3d)

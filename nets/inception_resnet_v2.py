@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 import tf_slim as slim
 
-from nets import inception_common
+from nets._impl import inception_parts
 
 Activation = Optional[Callable[[tf.Tensor], tf.Tensor]]
 
@@ -29,7 +29,7 @@ def _add_residual(net: tf.Tensor, branches: list, scale: float, activation_fn: A
 
     Under ReLU6 the scaled residual is clipped to [-6, 6] as the official code does.
     """
-    mixed = inception_common.concat_branches(branches)
+    mixed = inception_parts.concat_branches(branches)
     residual = slim.conv2d(
         mixed, net.get_shape()[3], [1, 1], normalizer_fn=None, activation_fn=None, scope="Conv2d_1x1"
     )
@@ -112,7 +112,7 @@ def mixed_5b(net: tf.Tensor, scope: str) -> tf.Tensor:
         with tf.compat.v1.variable_scope("Branch_3"):
             branch_3 = slim.avg_pool2d(net, [3, 3], scope="AvgPool_0a_3x3")
             branch_3 = slim.conv2d(branch_3, 64, [1, 1], scope="Conv2d_0b_1x1")
-        return inception_common.concat_branches([branch_0, branch_1, branch_2, branch_3])
+        return inception_parts.concat_branches([branch_0, branch_1, branch_2, branch_3])
 
 
 def mixed_6a(net: tf.Tensor, scope: str, stride: int, padding: str) -> tf.Tensor:
@@ -126,7 +126,7 @@ def mixed_6a(net: tf.Tensor, scope: str, stride: int, padding: str) -> tf.Tensor
             branch_1 = slim.conv2d(branch_1, 384, [3, 3], stride=stride, padding=padding, scope="Conv2d_1a_3x3")
         with tf.compat.v1.variable_scope("Branch_2"):
             branch_2 = slim.max_pool2d(net, [3, 3], stride=stride, padding=padding, scope="MaxPool_1a_3x3")
-        return inception_common.concat_branches([branch_0, branch_1, branch_2])
+        return inception_parts.concat_branches([branch_0, branch_1, branch_2])
 
 
 def mixed_7a(net: tf.Tensor, scope: str, padding: str) -> tf.Tensor:
@@ -144,10 +144,10 @@ def mixed_7a(net: tf.Tensor, scope: str, padding: str) -> tf.Tensor:
             branch_2 = slim.conv2d(branch_2, 320, [3, 3], stride=2, padding=padding, scope="Conv2d_1a_3x3")
         with tf.compat.v1.variable_scope("Branch_3"):
             branch_3 = slim.max_pool2d(net, [3, 3], stride=2, padding=padding, scope="MaxPool_1a_3x3")
-        return inception_common.concat_branches([branch_0, branch_1, branch_2, branch_3])
+        return inception_parts.concat_branches([branch_0, branch_1, branch_2, branch_3])
 
 
-def _then(first: Callable[[tf.Tensor], tf.Tensor], layer: inception_common.LayerFn) -> inception_common.LayerFn:
+def _then(first: Callable[[tf.Tensor], tf.Tensor], layer: inception_parts.LayerFn) -> inception_parts.LayerFn:
     """An end-point layer that runs ``first`` (outside the end point's scope) before ``layer``."""
 
     def combined(net: tf.Tensor, scope: str) -> tf.Tensor:
@@ -158,7 +158,7 @@ def _then(first: Callable[[tf.Tensor], tf.Tensor], layer: inception_common.Layer
 
 def _layers(
     output_stride: int, align_feature_maps: bool, activation_fn: Activation
-) -> list[tuple[str, inception_common.LayerFn]]:
+) -> list[tuple[str, inception_parts.LayerFn]]:
     """The ``(end_point, layer_fn)`` sequence of the trunk for the given stride and padding choices."""
     padding = "SAME" if align_feature_maps else "VALID"
     atrous = output_stride == 8
@@ -220,7 +220,7 @@ def inception_resnet_v2_base(
     end_points = {}
     with tf.compat.v1.variable_scope(scope, "InceptionResnetV2", [inputs]):
         with slim.arg_scope([slim.conv2d, slim.max_pool2d, slim.avg_pool2d], stride=1, padding="SAME"):
-            net = inception_common.run_layers(inputs, layers, final_endpoint, end_points)
+            net = inception_parts.run_layers(inputs, layers, final_endpoint, end_points)
     return net, end_points
 
 
@@ -242,15 +242,15 @@ def inception_resnet_v2(
     evaluation alike, as in the official checkpoint.
     """
     with_aux_logits = bool(create_aux_logits and num_classes)
-    inception_common.check_inputs(inputs, with_aux_logits, "inception_resnet_v2")
+    inception_parts.check_inputs(inputs, with_aux_logits, "inception_resnet_v2")
     with tf.compat.v1.variable_scope(scope, "InceptionResnetV2", [inputs], reuse=reuse) as net_scope:
         with slim.arg_scope([slim.batch_norm, slim.dropout], is_training=is_training):
             net, end_points = inception_resnet_v2_base(inputs, scope=net_scope, activation_fn=activation_fn)
             if with_aux_logits:
-                end_points["AuxLogits"] = inception_common.aux_logits_head(
+                end_points["AuxLogits"] = inception_parts.aux_logits_head(
                     end_points["PreAuxLogits"], num_classes, conv_scope="Conv2d_2a_5x5", logits_scope="Logits"
                 )
-            logits = inception_common.logits_head(net, num_classes, is_training, dropout_keep_prob, end_points)
+            logits = inception_parts.logits_head(net, num_classes, is_training, dropout_keep_prob, end_points)
     return logits, end_points
 
 
@@ -264,7 +264,7 @@ def inception_resnet_v2_arg_scope(
 ) -> dict:
     """Official defaults: L2 on conv and FC weights and biases, BN (no gamma) after each conv."""
     regularizer = slim.l2_regularizer(weight_decay)
-    normalizer_params = inception_common.batch_norm_params(
+    normalizer_params = inception_parts.batch_norm_params(
         batch_norm_decay, batch_norm_epsilon, batch_norm_updates_collections, batch_norm_scale
     )
     with slim.arg_scope(

@@ -1,4 +1,5 @@
-"""I3D and S3D-G: official layout, end points, a forward pass on a short clip, and the shared 3-D blocks."""
+"""I3D and S3D-G: official layout, end points, a forward pass on a short clip, the public base functions
+and the 3-D blocks of nets.i3d_utils."""
 
 from typing import Callable
 
@@ -7,9 +8,9 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from nets.i3d import i3d, i3d_arg_scope
-from nets.i3d_blocks import centered_identity_initializer, self_gate, spatiotemporal_conv3d
-from nets.s3dg import s3dg, s3dg_arg_scope
+from nets.i3d import i3d, i3d_arg_scope, i3d_base
+from nets.i3d_utils import center_initializer, conv3d_spatiotemporal, inception_block_v1_3d, reduced_kernel_size_3d
+from nets.s3dg import s3dg, s3dg_arg_scope, s3dg_base, self_gating
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
 from reference import assert_module_builds_official_outputs, load_reference
 
@@ -53,7 +54,7 @@ def test_self_gate_matches_numpy_reference() -> None:
     rng = np.random.default_rng(1)
     features = rng.normal(size=(2, 3, 4, 4, 5)).astype(np.float32)
     with tf.Graph().as_default():
-        gated = self_gate(tf.constant(features), "block")
+        gated = self_gating(tf.constant(features), "block")
         (kernel,) = tf.compat.v1.global_variables()
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
@@ -65,26 +66,28 @@ def test_self_gate_matches_numpy_reference() -> None:
     np.testing.assert_allclose(gated_value, expected, atol=FLOAT32_TOLERANCE)
 
 
-def test_centered_identity_initializer_puts_identity_on_middle_tap() -> None:
+def test_center_initializer_puts_identity_on_middle_tap() -> None:
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-        kernel = session.run(centered_identity_initializer()([3, 1, 1, 4, 4]))
+        kernel = session.run(center_initializer()([3, 1, 1, 4, 4]))
     expected = np.zeros((3, 1, 1, 4, 4), np.float32)
     expected[1, 0, 0] = np.eye(4)
     np.testing.assert_array_equal(kernel, expected)
 
 
 @pytest.mark.parametrize("shape", [[2, 1, 1, 4, 4], [3, 1, 1, 4, 5], [3, 3, 1, 4, 4], [3, 4, 4]])
-def test_centered_identity_initializer_rejects_other_shapes(shape: list) -> None:
+def test_center_initializer_rejects_other_shapes(shape: list) -> None:
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="kernel shape"):
-            centered_identity_initializer()(shape)
+            center_initializer()(shape)
 
 
 def test_separable_conv_starts_as_its_spatial_half() -> None:
     """The temporal half is initialized to the identity, so the block initially equals its 1x3x3 convolution."""
     clip = np.random.default_rng(2).normal(size=(1, 5, 6, 6, 4)).astype(np.float32)
     with tf.Graph().as_default() as graph:
-        output = spatiotemporal_conv3d(tf.constant(clip), 8, [3, 3, 3], scope="block", separable=True)
+        output = conv3d_spatiotemporal(
+            tf.constant(clip), 8, [3, 3, 3], activation_fn=tf.nn.relu, separable=True, scope="block"
+        )
         spatial = graph.get_tensor_by_name("block/Relu:0")
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
@@ -146,3 +149,74 @@ def test_image_batch_is_rejected(name: str) -> None:
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="inputs must be a 5-D"):
             _builder(name)(tf.compat.v1.placeholder(tf.float32, [2, 32, 32, 3]), 10)
+
+
+def test_s3dg_base_channels_first_end_points_are_the_transposed_channels_last_ones() -> None:
+    clip_shape = [1, 8, 32, 32, 3]
+    with tf.Graph().as_default():
+        _, ndhwc = s3dg_base(tf.compat.v1.placeholder(tf.float32, clip_shape), final_endpoint="Mixed_3b")
+        channels_first = [clip_shape[0], clip_shape[4], *clip_shape[1:4]]
+        _, ncdhw = s3dg_base(
+            tf.compat.v1.placeholder(tf.float32, channels_first),
+            final_endpoint="Mixed_3b",
+            data_format="NCDHW",
+            scope="ChannelsFirst",
+        )
+    assert list(ncdhw) == list(ndhwc)
+    for name, tensor in ndhwc.items():
+        batch, frames, height, width, channels = tensor.shape.as_list()
+        assert ncdhw[name].shape.as_list() == [batch, channels, frames, height, width], name
+
+
+def test_s3dg_rejects_an_unknown_data_format() -> None:
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="data_format"):
+            s3dg_base(tf.compat.v1.placeholder(tf.float32, SMALL_CLIP_SHAPE), data_format="NHWC")
+
+
+def test_i3d_base_stops_at_final_endpoint_with_a_7_frame_stem() -> None:
+    with tf.Graph().as_default():
+        clips = tf.compat.v1.placeholder(tf.float32, SMALL_CLIP_SHAPE)
+        net, end_points = i3d_base(clips, final_endpoint="Conv2d_2c_3x3")
+        shapes = {v.op.name: v.shape.as_list() for v in tf.compat.v1.global_variables()}
+    assert list(end_points)[-1] == "Conv2d_2c_3x3" and net is end_points["Conv2d_2c_3x3"]
+    assert shapes["InceptionV1/Conv2d_1a_7x7/weights"] == [7, 7, 7, 3, 64]
+    assert shapes["InceptionV1/Conv2d_2c_3x3/weights"] == [3, 3, 3, 64, 192]
+
+
+def test_inception_block_v1_3d_concatenates_its_branches_and_gates_each() -> None:
+    gated_scopes = []
+
+    def record_gate(net: tf.Tensor, scope: str) -> tf.Tensor:
+        gated_scopes.append(scope)
+        return net
+
+    # Like the official block, its max pool takes stride and padding from the caller's arg_scope.
+    with tf.Graph().as_default(), slim.arg_scope([slim.max_pool3d], stride=1, padding="SAME"):
+        clips = tf.compat.v1.placeholder(tf.float32, [1, 4, 8, 8, 16])
+        output = inception_block_v1_3d(clips, 3, 4, 5, 6, 7, 8, self_gating_fn=record_gate, scope="Mixed")
+    assert output.shape.as_list() == [1, 4, 8, 8, 3 + 5 + 7 + 8]
+    assert gated_scopes == ["Conv2d_0a_1x1", "Conv2d_0b_3x3", "Conv2d_0b_3x3", "Conv2d_0b_1x1"]
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"), [([1, 1, 4, 9, 3], [1, 4, 7]), ([1, 8, 8, 8, 3], [2, 7, 7]), ([1, None, 4, 4, 3], [2, 7, 7])]
+)
+def test_reduced_kernel_size_3d_shrinks_to_a_known_smaller_map(shape: list, expected: list) -> None:
+    with tf.Graph().as_default():
+        assert reduced_kernel_size_3d(tf.compat.v1.placeholder(tf.float32, shape), [2, 7, 7]) == expected
+
+
+def test_separable_conv3d_splits_the_stride_between_its_halves() -> None:
+    with tf.Graph().as_default():
+        clips = tf.compat.v1.placeholder(tf.float32, [1, 8, 16, 16, 4])
+        output = conv3d_spatiotemporal(clips, 6, [3, 3, 3], stride=2, separable=True, scope="conv")
+        shapes = {v.op.name: v.shape.as_list() for v in tf.compat.v1.global_variables()}
+    assert output.shape.as_list() == [1, 4, 8, 8, 6]
+    assert shapes["conv/weights"] == [1, 3, 3, 4, 6] and shapes["conv/temporal/weights"] == [3, 1, 1, 6, 6]
+
+
+def test_center_initializer_rejects_integer_kernels() -> None:
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="float32"):
+            center_initializer()([3, 1, 1, 4, 4], dtype=tf.int32)
