@@ -98,7 +98,7 @@ def test_use_aux_head_switches_the_aux_logits(build_fn, config_fn):
 
 
 @pytest.mark.parametrize("build_fn, config_fn", [
-    (nasnet.build_nasnet_mobile, nasnet.mobile_imagenet_config),
+    pytest.param(nasnet.build_nasnet_mobile, nasnet.mobile_imagenet_config, marks=pytest.mark.slow),
     pytest.param(pnasnet.build_pnasnet_mobile, pnasnet.mobile_imagenet_config, marks=pytest.mark.slow),
 ])
 def test_nchw_builds_the_same_variables_with_transposed_end_points(build_fn, config_fn):
