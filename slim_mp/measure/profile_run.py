@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from slim_mp.distribute.cluster import ClusterLayout
 from slim_mp.measure.step_profile import StepProfile, profile_session_step
-from slim_mp.training.train_config import TrainConfig
+from slim_mp.training.train_config import TrainConfig, check_train_config
 from slim_mp.training.train_graph import build_train_graph
 
 tf1 = tf.compat.v1
@@ -61,8 +61,10 @@ def profile_both(config: TrainConfig, scratch_dir: str, steps: ProfileSteps = Pr
     """The float32 profile and the mixed-precision one of ``config`` (whose precision must be low).
 
     Raises:
-        ValueError: ``config`` asks for float32 (there is nothing to compare).
+        ValueError: ``config`` asks for float32 (there is nothing to compare), or an option training
+            refuses (the same check, naming the flag).
     """
+    check_train_config(config)
     precision = config.precision_options.precision
     if precision == "float32":
         raise ValueError("--precision=float32 has nothing to compare against; pass --precision=bfloat16 or float16.")
