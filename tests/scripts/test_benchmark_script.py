@@ -98,3 +98,12 @@ def test_unknown_model_fails_with_one_error_line(tmp_path):
     assert len(errors) == 1 and "not_a_net" in errors[0] and "models" in errors[0]
     assert "Traceback" not in process.stderr
     assert not os.listdir(tmp_path)
+
+
+def test_a_negative_background_load_fails_with_one_error_line(tmp_path):
+    process = run_script(BENCHMARK_SCRIPT, "--models=lenet", "--background_load=-1", f"--output_dir={tmp_path}")
+    assert process.returncode == 2
+    errors = [line for line in process.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: --background_load=-1 is invalid; pass 0 (no load)")
+    assert "Traceback" not in process.stderr
+    assert not os.listdir(tmp_path)
