@@ -17,7 +17,8 @@ class Candidate:
     say what is known about it: ``found_as``, how the search found it; ``reasons``, per demoted op,
     why (recorded by the rule that demoted it); ``estimated_ms`` and ``step_ms``, its estimate and its
     timed whole step (None until timed); ``step_noise``, the noise of comparing that step with the
-    all-float32 step timed in the same rounds (``stopwatch.relative_noise``).
+    all-float32 step timed in the same rounds, or with the first of its batch when float32 was not
+    timed (``stopwatch.relative_noise``).
     """
 
     float32_ops: FrozenSet[str]
