@@ -165,3 +165,28 @@ def trained_lenet(base_dir: str, precision: str = "float32", steps: int = 30) ->
         ))
         _TRAINED[key] = TrainedRun(train_dir, process.stdout)
     return _TRAINED[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatedRun:
+    metrics: dict
+    stdout: str
+
+
+_EVALUATED: Dict[str, EvaluatedRun] = {}
+EVAL_BATCH_SIZE = 300  # does not divide the 2000 test images, so the last, smaller batch is evaluated too
+
+
+def evaluated_lenet(base_dir: str) -> EvaluatedRun:
+    """The eval script's float32 metrics.json and stdout for ``trained_lenet(base_dir)``, run once per process."""
+    if "float32" not in _EVALUATED:
+        run = trained_lenet(base_dir)
+        eval_dir = os.path.join(base_dir, "eval-float32")
+        process = check_ok(run_script(
+            EVAL_SCRIPT, f"--checkpoint_path={run.train_dir}", f"--eval_dir={eval_dir}", "--dataset_name=fashion_mnist",
+            "--model_name=lenet", f"--batch_size={EVAL_BATCH_SIZE}",
+        ))
+        with open(os.path.join(eval_dir, "metrics.json"), encoding="utf-8") as handle:
+            _EVALUATED["float32"] = EvaluatedRun(json.load(handle), process.stdout)
+    return _EVALUATED["float32"]
+
