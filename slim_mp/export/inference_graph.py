@@ -169,7 +169,7 @@ def build_inference_graph(config: ExportConfig) -> InferenceGraph:
         report = None
         if precision.mixed:
             report = rewrite(logits, precision.precision, include_update_ops=False,
-                             **precision.rewrite_options(training=False))
+                             options=precision.rewrite_options(training=False))
             logits = report.remap(logits)
         logits = tf.identity(tf.cast(logits, tf.float32), name=OUTPUT_NAMES[0])
         outputs = {

@@ -102,7 +102,7 @@ def run_audit(config: TrainConfig, steps: int, output_dir: str, precision: str) 
     built = build_network_graph(config, is_training=True)
     with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
         built.initialise(session)
-        result = audit(built.loss, dtype, session, steps=steps, **config.precision_options.rewrite_options())
+        result = audit(built.loss, dtype, session, steps=steps, options=config.precision_options.rewrite_options())
     paths = [os.path.join(output_dir, name) for name in AUDIT_FILES]
     _write_json(result.to_dict(), paths[0])
     _write_text(audit_markdown(result), paths[1])
@@ -121,7 +121,7 @@ def run_layer_diff(config: TrainConfig, output_dir: str, precision: str) -> Laye
         built.initialise(session)
         batch = session.run(built.images)
         diff = layer_diff(built.end_points, name, session, {built.images: batch},
-                          **config.precision_options.rewrite_options())
+                          options=config.precision_options.rewrite_options())
     title = f"{config.model_name}: relative error of each end point, {name} vs float32 (batch {len(batch)})"
     paths = [os.path.join(output_dir, file) for file in LAYER_DIFF_FILES]
     _write_json(dict(diff.to_dict(), model_name=config.model_name), paths[0])

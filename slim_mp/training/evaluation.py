@@ -77,7 +77,7 @@ def _build(config: EvalConfig) -> _EvalGraph:
         logits, _ = network_fn(images)
         if config.precision_options.mixed:
             report = rewrite(logits, config.precision_options.precision,
-                             **config.precision_options.rewrite_options(training=False))
+                             options=config.precision_options.rewrite_options(training=False))
             logging.info("%s", report.summary())
             if config.precision_options.mp_report:
                 write_rewrite_reports([report], config.precision_options.mp_report)

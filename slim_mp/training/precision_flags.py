@@ -6,10 +6,10 @@ requests and the dynamic policy from ``slim_mp.loss_scale.policy``; this module 
 
 import dataclasses
 import json
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from slim_mp.config_fields import option
-from slim_mp.graph_pass import (MeasuringTarget, PlacementOptions, RewriteReport, default_placement,
+from slim_mp.graph_pass import (MeasuringTarget, PlacementOptions, RewriteOptions, RewriteReport, default_placement,
                                 resolve_placement)
 from slim_mp.json_files import write_json_atomically
 from slim_mp.loss_scale.managers import LossScaleManager
@@ -59,21 +59,15 @@ class PrecisionOptions:
         """True when the graph is to be rewritten (float16 or bfloat16)."""
         return self.precision != "float32"
 
-    def rewrite_options(self, training: bool = True) -> Dict[str, Any]:
-        """Keyword arguments for ``slim_mp.rewrite`` / ``enable_mixed_precision``.
+    def rewrite_options(self, training: bool = True) -> RewriteOptions:
+        """The graph pass's options for ``slim_mp.rewrite`` / ``enable_mixed_precision`` (``options=``).
 
         ``training=False`` (evaluation, export): a measured placement times forward steps only, never
         reusing a training step's timings.
         """
-        options: Dict[str, Any] = {
-            "allow": list(self.mp_allow_ops),
-            "deny": list(self.mp_deny_ops),
-            "keep_fp32_scopes": list(self.mp_keep_fp32_scopes),
-            "placement": self.mp_placement,
-        }
-        if not training:
-            options["placement_options"] = PlacementOptions(target=MeasuringTarget(training=False))
-        return options
+        placement_options = None if training else PlacementOptions(target=MeasuringTarget(training=False))
+        return RewriteOptions(allow=self.mp_allow_ops, deny=self.mp_deny_ops, keep_fp32_scopes=self.mp_keep_fp32_scopes,
+                              placement=self.mp_placement, placement_options=placement_options)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -187,16 +187,16 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, layout: ClusterLay
     precision = config.precision_options
     if not precision.mixed:
         return optimizer
+    placement_options = PlacementOptions(
+        decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME), write_decisions=layout.is_chief,
+        wait_seconds=PLACEMENT_WAIT_SECONDS,
+        target=MeasuringTarget(device=_clone_placement(config, layout).compute_device(0) or None,
+                               session_config=layout.session_config(bfloat16=precision.precision == "bfloat16")),
+    )
     return enable_mixed_precision(
         optimizer, precision.precision, loss_scale=config.loss_scale_options.manager(precision.precision),
         count_skipped_steps=config.sync_replicas, debug_nonfinite=precision.mp_debug_nonfinite,
-        placement_options=PlacementOptions(
-            decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME), write_decisions=layout.is_chief,
-            wait_seconds=PLACEMENT_WAIT_SECONDS,
-            target=MeasuringTarget(device=_clone_placement(config, layout).compute_device(0) or None,
-                                   session_config=layout.session_config(bfloat16=precision.precision == "bfloat16")),
-        ),
-        **precision.rewrite_options(),
+        options=dataclasses.replace(precision.rewrite_options(), placement_options=placement_options),
     )
 
 
