@@ -93,6 +93,14 @@ class LossScaleOptions:
     loss_scale_incr_ratio: float = option(DYNAMIC.growth_ratio, "Factor by which the dynamic loss scale grows.")
     loss_scale_decr_ratio: float = option(DYNAMIC.backoff_ratio, "Factor by which the dynamic loss scale shrinks.")
 
+    def __post_init__(self) -> None:
+        """Check ``--loss_scale`` (whatever the precision): the one place its wording lives."""
+        try:
+            parse_loss_scale(self.loss_scale)
+        except ValueError as error:
+            raise ValueError(f"--loss_scale={self.loss_scale} is neither 'dynamic' nor a number >= 1; "
+                             "pass e.g. --loss_scale=dynamic or --loss_scale=128.") from error
+
     def dynamic(self) -> DynamicLossScale:
         """The dynamic-scaling knobs these options set."""
         return DynamicLossScale(
@@ -105,13 +113,8 @@ class LossScaleOptions:
         """The manager for training in ``precision`` (creates variables for dynamic scaling).
 
         Raises:
-          ValueError: naming ``--loss_scale`` or the ``--loss_scale_*`` flags when a value is out of range.
+          ValueError: naming the ``--loss_scale_*`` flags when a value is out of range.
         """
-        try:
-            parse_loss_scale(self.loss_scale)
-        except ValueError as error:
-            raise ValueError(f"--loss_scale={self.loss_scale!r} is neither 'dynamic' nor a number >= 1; "
-                             "pass e.g. dynamic or 128.") from error
         try:
             return make_loss_scale_manager(self.loss_scale, precision, self.dynamic())
         except (TypeError, ValueError) as error:
