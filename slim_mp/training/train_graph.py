@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import tensorflow as tf
 import tf_slim as slim
 
-from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport
+from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport, in_scopes
 from slim_mp.training.checkpoint_restore import InitFn, fine_tune_init_fn
 from slim_mp.distribute.clones import ClonePlacement, create_clones, scope_filter
 from slim_mp.distribute.cluster import ClusterLayout
@@ -24,7 +24,7 @@ from slim_mp.training.learning_rate import make_learning_rate
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.training.model_setup import input_size, network_and_preprocessing
 from slim_mp.training.optimizers import make_optimizer
-from slim_mp.training.scopes import in_scopes, parse_scopes
+from slim_mp.training.scopes import parse_scopes
 from slim_mp.training.session_start import SessionOps, make_session_ops
 from slim_mp.training.train_config import TrainConfig
 from slim_mp.distribute.train_step import SyncSettings, build_train_step

@@ -99,3 +99,26 @@ def test_audit_takes_an_options_value_and_ignores_its_placement():
     audited = {row.name for row in result.ops}
     assert any(name.startswith("conv1") for name in audited), audited
     assert not any(name.startswith("conv2") for name in audited), audited
+
+
+@pytest.mark.parametrize("name, scopes, inside", [
+    ("conv1/weights", ["conv1"], True),
+    ("conv1/weights", ["conv1/"], True),
+    ("conv1", ["conv1"], True),
+    ("conv10/weights", ["conv1"], False),
+    ("net/conv1/weights", ["conv1"], False),
+    ("fc/weights", ["conv1", "fc"], True),
+    ("fc/weights", [], False),
+])
+def test_scope_membership_is_whole_path_components(name, scopes, inside):
+    assert slim_mp.graph_pass.in_scopes(name, scopes) is inside
+
+
+def test_a_keep_fp32_scope_keeps_its_ops_and_not_a_longer_named_neighbour():
+    with tf.Graph().as_default():
+        loss = _conv_loss()
+        report = slim_mp.rewrite(loss, "bfloat16", dry_run=True, device_type="CPU", placement="static",
+                                 keep_fp32_scopes=["conv/", "conv1/"])
+    kept = [name for reason, names in report.float32_ops.items() if "keep-float32 scope 'conv1/'" in reason
+            for name in names]
+    assert "conv1" in kept and not any(name.startswith("conv2") for name in kept), report.float32_ops
