@@ -79,10 +79,6 @@ def build_network_graph(config: TrainConfig, is_training: bool) -> NetworkGraph:
     return NetworkGraph(graph, images, end_points, loss, initialise)
 
 
-def _write_json(data: dict, path: str) -> None:
-    write_json_atomically(path, data)
-
-
 def _write_text(text: str, path: str) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
@@ -104,7 +100,7 @@ def run_audit(config: TrainConfig, steps: int, output_dir: str, precision: str) 
         built.initialise(session)
         result = audit(built.loss, dtype, session, steps=steps, options=config.precision_options.rewrite_options())
     paths = [os.path.join(output_dir, name) for name in AUDIT_FILES]
-    _write_json(result.to_dict(), paths[0])
+    write_json_atomically(paths[0], result.to_dict())
     _write_text(audit_markdown(result), paths[1])
     plot_audit(result, paths[2], title=f"{config.model_name}: float32 values against {dtype.name}")
     return result
@@ -124,7 +120,7 @@ def run_layer_diff(config: TrainConfig, output_dir: str, precision: str) -> Laye
                           options=config.precision_options.rewrite_options())
     title = f"{config.model_name}: relative error of each end point, {name} vs float32 (batch {len(batch)})"
     paths = [os.path.join(output_dir, file) for file in LAYER_DIFF_FILES]
-    _write_json(dict(diff.to_dict(), model_name=config.model_name), paths[0])
+    write_json_atomically(paths[0], dict(diff.to_dict(), model_name=config.model_name))
     _write_text(layer_diff_markdown(diff, title), paths[1])
     plot_layer_diff(diff, paths[2], title)
     return diff
