@@ -34,14 +34,9 @@ from slim_mp.datasets import get_dataset
 from slim_mp.devices import detect_device, preferred_low_precision
 from slim_mp.json_files import ListOf, MaybeMissing, read_json_file
 from slim_mp.graph_pass.placement import DECISIONS_FILE_NAME, PlacementOptions
-from slim_mp.training import cli
+from slim_mp.training import (EvalConfig, LearningRateSettings, OptimizerSettings, PrecisionOptions, TrainConfig, cli,
+                              evaluate, train)
 from slim_mp.measure import benchmark_step
-from slim_mp.training.evaluation import EvalConfig, evaluate
-from slim_mp.training.learning_rate import LearningRateSettings
-from slim_mp.training.loop import train
-from slim_mp.training.optimizers import OptimizerSettings
-from slim_mp.training.precision_flags import PrecisionOptions
-from slim_mp.training.train_config import TrainConfig
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

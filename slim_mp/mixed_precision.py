@@ -4,13 +4,11 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import tensorflow as tf
 
-from slim_mp.loss_scale.finite_check import gradient_values
-from slim_mp.loss_scale.managers import FixedLossScaleManager, LossScaleManager
-from slim_mp.loss_scale.optimizer import LossScaleOptimizer
-from slim_mp.loss_scale.policy import LossScaleLike, make_loss_scale_manager
+from slim_mp.loss_scale import (FixedLossScaleManager, LossScaleLike, LossScaleManager, LossScaleOptimizer,
+                                gradient_values, make_loss_scale_manager)
 from slim_mp.precision import PrecisionLike, resolve_precision
 from slim_mp.graph_pass import RewriteOptions, RewriteReport, rewrite, rewrite_options_from
-from slim_mp.numerics.nonfinite import NonfiniteProbe
+from slim_mp.numerics import NonfiniteProbe
 
 
 class MixedPrecisionOptimizer(LossScaleOptimizer):

@@ -21,9 +21,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from slim_mp.distribute.clones import Clone, first_clone_update_ops, optimize_clones
-from slim_mp.loss_scale.divergence import loss_check
-from slim_mp.loss_scale.finite_check import GradsAndVars
-from slim_mp.loss_scale.optimizer import LossScaleOptimizer
+from slim_mp.loss_scale import GradsAndVars, LossScaleOptimizer, loss_check
 
 tf1 = tf.compat.v1
 

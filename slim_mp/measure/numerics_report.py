@@ -12,14 +12,10 @@ from typing import Callable, Dict
 import tensorflow as tf
 
 from slim_mp.json_files import write_json_atomically
-from slim_mp.numerics.layer_diff import LayerDiff, layer_diff, layer_diff_markdown
-from slim_mp.numerics.value_audit import AuditResult, audit, audit_markdown
+from slim_mp.numerics import AuditResult, LayerDiff, audit, audit_markdown, layer_diff, layer_diff_markdown
 from slim_mp.precision import resolve_precision
-from slim_mp.training.checkpoint_restore import fine_tune_init_fn
-from slim_mp.training.model_setup import prepare_output_dir
-from slim_mp.training.scopes import parse_scopes
-from slim_mp.training.train_config import TrainConfig
-from slim_mp.training.train_graph import add_classification_losses, dataset_and_network, training_input_iterator
+from slim_mp.training import (TrainConfig, add_classification_losses, dataset_and_network, fine_tune_init_fn,
+                              parse_scopes, prepare_output_dir, training_input_iterator)
 
 tf1 = tf.compat.v1
 

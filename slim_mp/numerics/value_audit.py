@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from slim_mp.graph_pass import RewriteOptions, RewritePlan, plan_rewrite, rewrite_options_from
-from slim_mp.loss_scale.finite_check import gradient_values
+from slim_mp.loss_scale import gradient_values
 from slim_mp.numerics.limits import HISTOGRAM_BINS, LOG2_HIGH, LOG2_LOW, TypeLimits, type_limits
 from slim_mp.precision import PrecisionLike, resolve_precision
 

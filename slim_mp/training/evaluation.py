@@ -18,7 +18,7 @@ from slim_mp.datasets import get_dataset
 from slim_mp.training.input_pipeline import InputOptions, negative_label_errors, next_batch
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
-from slim_mp.graph_pass.rewrite import rewrite
+from slim_mp.graph_pass import rewrite
 
 tf1 = tf.compat.v1
 

@@ -15,14 +15,14 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
-from slim_mp.loss_scale.divergence import TrainingDivergedError, read_divergence
+from slim_mp.loss_scale import TrainingDivergedError, read_divergence
 from slim_mp.training.checkpoint_io import (
     atomic_save, disk_write_errors, latest_checkpoint_note, latest_checkpoint_step, train_dir_lock,
 )
 from slim_mp.training.checkpoint_restore import (
     check_checkpoint_complete, check_checkpoint_fits, find_resume_checkpoint,
 )
-from slim_mp.distribute.cluster import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
+from slim_mp.distribute import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir

@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.loss_scale.divergence import LOSS_SCALE_GUARD, read_divergence, with_diagnosis
-from slim_mp.numerics.nonfinite import NonfiniteOrigin, NonfiniteProbe
+from slim_mp.loss_scale import LOSS_SCALE_GUARD, read_divergence, with_diagnosis
+from slim_mp.numerics import NonfiniteOrigin, NonfiniteProbe
 
 Feed = Dict[tf.Tensor, np.ndarray]
 

@@ -12,8 +12,7 @@ from slim_mp.config_fields import option
 from slim_mp.graph_pass import (MeasuringTarget, PlacementOptions, RewriteOptions, RewriteReport, default_placement,
                                 resolve_placement)
 from slim_mp.json_files import write_json_atomically
-from slim_mp.loss_scale.managers import LossScaleManager
-from slim_mp.loss_scale.policy import DYNAMIC, DynamicLossScale, make_loss_scale_manager, parse_loss_scale
+from slim_mp.loss_scale import DYNAMIC, DynamicLossScale, LossScaleManager, make_loss_scale_manager, parse_loss_scale
 from slim_mp.precision import precision_name
 
 

@@ -7,9 +7,8 @@ from absl import logging
 
 from slim_mp.config_fields import option
 from slim_mp.training.data_model_options import DataModelOptions
-from slim_mp.distribute.clones import ClonePlacement
-from slim_mp.graph_pass.op_classes import check_op_type
-from slim_mp.distribute.cluster import ClusterLayout, make_cluster_layout
+from slim_mp.distribute import ClonePlacement, ClusterLayout, make_cluster_layout
+from slim_mp.graph_pass import check_op_type
 from slim_mp.training.fault_injection import check_fault_steps
 from slim_mp.training.learning_rate import LearningRateSettings, check_decay_type
 from slim_mp.training.optimizers import OptimizerSettings, check_optimizer_name

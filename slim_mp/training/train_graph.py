@@ -15,8 +15,8 @@ import tf_slim as slim
 
 from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport, in_scopes
 from slim_mp.training.checkpoint_restore import InitFn, fine_tune_init_fn
-from slim_mp.distribute.clones import ClonePlacement, create_clones, scope_filter
-from slim_mp.distribute.cluster import ClusterLayout
+from slim_mp.distribute import (ClonePlacement, ClusterLayout, SyncSettings, build_train_step, create_clones,
+                                scope_filter)
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.fault_injection import inject_nonfinite_gradients
 from slim_mp.training.input_pipeline import InputFeed, InputOptions, make_fed_iterator
@@ -27,7 +27,6 @@ from slim_mp.training.optimizers import make_optimizer
 from slim_mp.training.scopes import parse_scopes
 from slim_mp.training.session_start import SessionOps, make_session_ops
 from slim_mp.training.train_config import TrainConfig
-from slim_mp.distribute.train_step import SyncSettings, build_train_step
 
 tf1 = tf.compat.v1
 
