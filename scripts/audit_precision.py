@@ -14,8 +14,7 @@ import time
 from absl import flags as absl_flags
 
 from slim_mp.measure.numerics_report import AUDIT_FILES, run_audit
-from slim_mp.training import cli
-from slim_mp.training.train_config import TrainConfig
+from slim_mp.training import TrainConfig, cli
 
 cli.define_flags(
     TrainConfig, help_overrides={"precision": "The low precision whose range is checked: float16 (default), bfloat16."}

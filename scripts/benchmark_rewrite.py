@@ -7,12 +7,12 @@ times and, per pair, the median of the round-by-round ratios. The floor builds t
 custom getter), with the same cross-entropy loss, as the fastest a graph pass could hope for.
 """
 
-import json
 import statistics
 
 from absl import flags
 
 from slim_mp import devices
+from slim_mp.json_files import write_json_atomically
 from slim_mp.measure import benchmark_step
 from slim_mp.precision import resolve_precision
 from slim_mp.training import cli
@@ -60,11 +60,11 @@ def main() -> None:
     if "slim_mp" in steps:
         print(f"\nslim_mp pass time: {steps['slim_mp'].pass_seconds:.2f} s")
     if FLAGS.output_json:
-        with open(FLAGS.output_json, "w", encoding="utf-8") as handle:
-            json.dump({"model": FLAGS.model_name, "precision": precision.name, "batch_size": FLAGS.batch_size,
-                       "device": device, "rows": rows,
-                       "pass_seconds": steps["slim_mp"].pass_seconds if "slim_mp" in steps else None},
-                      handle, indent=2)
+        write_json_atomically(FLAGS.output_json, {
+            "model": FLAGS.model_name, "precision": precision.name, "batch_size": FLAGS.batch_size,
+            "device": device, "rows": rows,
+            "pass_seconds": steps["slim_mp"].pass_seconds if "slim_mp" in steps else None,
+        })
 
 
 if __name__ == "__main__":

@@ -11,9 +11,8 @@ mode; prints the table and writes ``layer_diff.json``, ``layer_diff.md`` and ``l
 from absl import flags as absl_flags
 
 from slim_mp.measure.numerics_report import LAYER_DIFF_FILES, run_layer_diff
-from slim_mp.numerics.layer_diff import layer_diff_markdown
-from slim_mp.training import cli
-from slim_mp.training.train_config import TrainConfig
+from slim_mp.numerics import layer_diff_markdown
+from slim_mp.training import TrainConfig, cli
 
 cli.define_flags(
     TrainConfig, help_overrides={"precision": "Compare float32 with: bfloat16 (default), float16, float32 itself."}

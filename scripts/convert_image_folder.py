@@ -10,7 +10,7 @@ line and exits with status 2 (``--verbose`` adds the traceback).
 
 from absl import flags
 
-from slim_mp.datasets.image_folder import ConversionSummary, convert_image_folder
+from slim_mp.datasets import ConversionSummary, convert_image_folder
 from slim_mp.training import cli
 
 FLAGS = flags.FLAGS

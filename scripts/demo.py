@@ -20,7 +20,6 @@ Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` 
 """
 
 import dataclasses
-import json
 import multiprocessing
 import os
 import shutil
@@ -33,15 +32,11 @@ import tensorflow as tf
 
 from slim_mp.datasets import get_dataset
 from slim_mp.devices import detect_device, preferred_low_precision
+from slim_mp.json_files import ListOf, MaybeMissing, read_json_file
 from slim_mp.graph_pass.placement import DECISIONS_FILE_NAME, PlacementOptions
-from slim_mp.training import cli
+from slim_mp.training import (EvalConfig, LearningRateSettings, OptimizerSettings, PrecisionOptions, TrainConfig, cli,
+                              evaluate, train)
 from slim_mp.measure import benchmark_step
-from slim_mp.training.evaluation import EvalConfig, evaluate
-from slim_mp.training.learning_rate import LearningRateSettings
-from slim_mp.training.loop import train
-from slim_mp.training.optimizers import OptimizerSettings
-from slim_mp.training.precision_flags import PrecisionOptions
-from slim_mp.training.train_config import TrainConfig
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -72,8 +67,8 @@ class RunSummary:
 
 def _placement_note(report_path: str) -> str:
     """What the measured placement kept in float32, from the rewrite report ("" for a static placement)."""
-    with open(report_path, encoding="utf-8") as handle:
-        (report,) = json.load(handle)["reports"]
+    schema = {"reports": ListOf({"precision": str, "placement": MaybeMissing((dict, type(None)))})}
+    (report,) = read_json_file(report_path, schema)["reports"]
     plan = report.get("placement")
     if not plan:
         return ""

@@ -8,8 +8,7 @@ The flags are those of TF-Slim's original ``eval_image_classifier.py`` plus ``--
 Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
-from slim_mp.training import cli
-from slim_mp.training.evaluation import EvalConfig, evaluate
+from slim_mp.training import EvalConfig, cli, evaluate
 
 cli.define_flags(EvalConfig)
 

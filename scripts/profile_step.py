@@ -16,8 +16,7 @@ from slim_mp.devices import detect_device
 from slim_mp.measure.device_peak import device_peak
 from slim_mp.measure.profile_run import ProfileSteps, profile_both
 from slim_mp.measure.step_profile_report import write_profile_reports
-from slim_mp.training import cli
-from slim_mp.training.train_config import TrainConfig
+from slim_mp.training import TrainConfig, cli
 
 cli.define_flags(TrainConfig)
 flags.DEFINE_string("output_dir", None, "Folder for profile.md, profile.json and profile.png.")

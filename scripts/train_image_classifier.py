@@ -8,8 +8,7 @@ meaning; ``--precision``, ``--loss_scale*`` and ``--mp_*`` are new. Bad input pr
 ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
-from slim_mp.training import cli
-from slim_mp.training.loop import train
+from slim_mp.training import cli, train
 from slim_mp.training.train_config import TrainConfig, check_command_line_config
 
 cli.define_flags(TrainConfig)

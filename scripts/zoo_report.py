@@ -15,7 +15,7 @@ from absl import flags
 
 import slim_mp
 from nets import nets_factory
-from slim_mp.graph_pass.region import select_region
+from slim_mp.graph_pass import select_region
 from slim_mp.training import cli
 
 flags.DEFINE_string("precision", "bfloat16", "float16 or bfloat16.")

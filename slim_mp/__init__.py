@@ -7,22 +7,19 @@ Importing the package makes tf_slim 1.1.0 work under TensorFlow 2.21
 from slim_mp import compat as _compat
 _compat.install()
 
-from slim_mp.loss_scale.managers import (  # noqa: E402
-    ExponentialUpdateLossScaleManager,
-    FixedLossScaleManager,
-    LossScaleManager,
-    NoLossScaling,
+from slim_mp.loss_scale import (  # noqa: E402
+    ExponentialUpdateLossScaleManager, FixedLossScaleManager, LossScaleManager, LossScaleOptimizer, NoLossScaling,
 )
-from slim_mp.loss_scale.optimizer import LossScaleOptimizer  # noqa: E402
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision  # noqa: E402
-from slim_mp.graph_pass import BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses, RewriteReport, rewrite  # noqa: E402
-from slim_mp.numerics.layer_diff import LayerDiff, layer_diff  # noqa: E402
-from slim_mp.numerics.value_audit import AuditResult, audit  # noqa: E402
+from slim_mp.graph_pass import (  # noqa: E402
+    BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses, RewriteOptions, RewriteReport, rewrite,
+)
+from slim_mp.numerics import AuditResult, LayerDiff, audit, layer_diff  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "rewrite", "RewriteReport", "OpClasses", "FLOAT16_CLASSES", "BFLOAT16_CLASSES",
+    "rewrite", "RewriteOptions", "RewriteReport", "OpClasses", "FLOAT16_CLASSES", "BFLOAT16_CLASSES",
     "LossScaleManager", "FixedLossScaleManager", "ExponentialUpdateLossScaleManager", "NoLossScaling",
     "LossScaleOptimizer", "MixedPrecisionOptimizer", "enable_mixed_precision", "audit", "AuditResult",
     "layer_diff", "LayerDiff",

@@ -1,16 +1,14 @@
 """``enable_mixed_precision``: the one-call setup — graph pass plus loss scaling around an optimizer."""
 
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import tensorflow as tf
 
-from slim_mp.loss_scale.finite_check import gradient_values
-from slim_mp.loss_scale.managers import FixedLossScaleManager, LossScaleManager
-from slim_mp.loss_scale.optimizer import LossScaleOptimizer
-from slim_mp.loss_scale.policy import LossScaleLike, make_loss_scale_manager
+from slim_mp.loss_scale import (FixedLossScaleManager, LossScaleLike, LossScaleManager, LossScaleOptimizer,
+                                gradient_values, make_loss_scale_manager)
 from slim_mp.precision import PrecisionLike, resolve_precision
-from slim_mp.graph_pass import RewriteReport, rewrite
-from slim_mp.numerics.nonfinite import NonfiniteProbe
+from slim_mp.graph_pass import RewriteOptions, RewriteReport, rewrite, rewrite_options_from
+from slim_mp.numerics import NonfiniteProbe
 
 
 class MixedPrecisionOptimizer(LossScaleOptimizer):
@@ -24,7 +22,7 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
     """
 
     def __init__(self, opt: tf.compat.v1.train.Optimizer, loss_scale_manager: LossScaleManager,
-                 precision: tf.DType, rewrite_options: Dict[str, Any],
+                 precision: tf.DType, rewrite_options: RewriteOptions,
                  max_consecutive_skips_at_min: Optional[int] = 100, count_skipped_steps: bool = False,
                  debug_nonfinite: bool = False) -> None:
         """Wrap ``opt``; nothing is rewritten until gradients are computed.
@@ -33,20 +31,21 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
           opt: the ``tf.compat.v1.train.Optimizer`` that applies the updates.
           loss_scale_manager: supplies and updates the loss scale.
           precision: ``tf.float16`` or ``tf.bfloat16``, the dtype the graph pass converts to.
-          rewrite_options: keyword arguments of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...);
-            they are checked when the first loss is rewritten.
+          rewrite_options: the graph pass's ``RewriteOptions``, used for every loss rewritten.
           max_consecutive_skips_at_min: skipped steps in a row at the minimum scale before the train
             op fails (see ``LossScaleOptimizer``); None disables the guard.
           count_skipped_steps: advance ``global_step`` on skipped steps too (for ``SyncReplicasOptimizer``).
           debug_nonfinite: build a ``NonfiniteProbe`` per gradient computation (``nonfinite_probes``).
 
         Raises:
-          TypeError: if ``opt`` is not a ``tf.compat.v1.train.Optimizer`` or ``loss_scale_manager``
-            not a ``LossScaleManager``.
+          TypeError: if ``opt`` is not a ``tf.compat.v1.train.Optimizer``, ``loss_scale_manager``
+            not a ``LossScaleManager`` or ``rewrite_options`` not a ``RewriteOptions``.
           ValueError: if ``max_consecutive_skips_at_min`` is neither None nor a positive integer.
         """
         super().__init__(opt, loss_scale_manager, max_consecutive_skips_at_min,
                          count_skipped_steps=count_skipped_steps)
+        if not isinstance(rewrite_options, RewriteOptions):
+            raise TypeError(f"rewrite_options must be a slim_mp.RewriteOptions, got {type(rewrite_options).__name__}.")
         self.precision = precision
         self._rewrite_options = rewrite_options
         self._rewritten: Set[Tuple[tf.Graph, str]] = set()
@@ -59,7 +58,7 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
         pending = [loss for loss in losses if (loss.graph, loss.name) not in self._rewritten]
         if not pending:
             return list(losses)
-        report: RewriteReport = rewrite(pending, self.precision, **self._rewrite_options)
+        report: RewriteReport = rewrite(pending, self.precision, options=self._rewrite_options)
         self.rewrite_reports.append(report)
         remapped = [report.remap(loss) for loss in losses]
         self._rewritten.update((loss.graph, loss.name) for loss in remapped)
@@ -85,7 +84,9 @@ def enable_mixed_precision(
     count_skipped_steps: bool = False,
     debug_nonfinite: bool = False,
     placement: Optional[str] = None,
-    **rewrite_options: Any,
+    *,
+    options: Optional[RewriteOptions] = None,
+    **option_keywords: Any,
 ) -> MixedPrecisionOptimizer:
     """Wrap ``optimizer`` for mixed-precision training; the graph is rewritten when gradients are computed.
 
@@ -114,8 +115,9 @@ def enable_mixed_precision(
         becomes a fixed scale of 1), so the replay sees the weights the failing step saw.
       placement: ``"measured"`` (the default) keeps float32 the allow ops measured slower in low
         precision on this device; ``"static"`` converts every allow-list op (see ``slim_mp.rewrite``).
-      **rewrite_options: keyword arguments of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``,
-        ...); they are checked when gradients are computed, where ``rewrite`` raises for bad ones.
+      options: the graph pass's ``slim_mp.RewriteOptions``; None for the defaults.
+      **option_keywords: options of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...: the
+        fields of ``RewriteOptions``); they replace those of ``options`` and are checked here.
 
     Returns:
       A ``MixedPrecisionOptimizer``; after ``minimize``/``compute_gradients`` its
@@ -123,15 +125,20 @@ def enable_mixed_precision(
 
     Raises:
       ValueError: for an unknown precision, a ``loss_scale`` that is neither ``"dynamic"`` nor a
-        number >= 1, or a ``max_consecutive_skips_at_min`` that is neither None nor a positive integer.
-      TypeError: if ``optimizer`` is not a ``tf.compat.v1.train.Optimizer``.
+        number >= 1, a ``max_consecutive_skips_at_min`` that is neither None nor a positive integer,
+        or a bad rewrite option (an unknown op type, ...).
+      TypeError: if ``optimizer`` is not a ``tf.compat.v1.train.Optimizer``, or for a keyword that
+        is no rewrite option (naming it).
     """
     dtype = resolve_precision(precision)
+    if placement is not None:
+        option_keywords = dict(option_keywords, placement=placement)
+    rewrite_options = rewrite_options_from(options, option_keywords, "enable_mixed_precision")
     manager = make_loss_scale_manager(loss_scale, dtype)
     if debug_nonfinite and not manager.skips_nonfinite_steps:
         # The diagnosis replays the failing step: its weights must not have been updated with inf/NaN.
         manager = FixedLossScaleManager(1.0)
     return MixedPrecisionOptimizer(
-        optimizer, manager, dtype, dict(rewrite_options, placement=placement), max_consecutive_skips_at_min,
+        optimizer, manager, dtype, rewrite_options, max_consecutive_skips_at_min,
         count_skipped_steps, debug_nonfinite,
     )

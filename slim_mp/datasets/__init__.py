@@ -2,5 +2,7 @@
 
 from slim_mp.datasets.dataset_factory import DATASET_NAMES, DatasetSpec, get_dataset
 from slim_mp.datasets.image_folder import ConversionSummary, convert_image_folder
+from slim_mp.datasets.official import OFFICIAL_DATASETS
 
-__all__ = ["DATASET_NAMES", "DatasetSpec", "ConversionSummary", "convert_image_folder", "get_dataset"]
+__all__ = ["DATASET_NAMES", "DatasetSpec", "ConversionSummary", "convert_image_folder", "get_dataset",
+           "OFFICIAL_DATASETS"]

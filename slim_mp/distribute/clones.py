@@ -22,8 +22,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.graph_pass.op_classes import VARIABLE_OP_TYPES
-from slim_mp.loss_scale.finite_check import GradsAndVars, Gradient
+from slim_mp.graph_pass import VARIABLE_OP_TYPES
+from slim_mp.loss_scale import GradsAndVars, Gradient
 
 tf1 = tf.compat.v1
 

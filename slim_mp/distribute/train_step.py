@@ -21,8 +21,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from slim_mp.distribute.clones import Clone, first_clone_update_ops, optimize_clones
-from slim_mp.loss_scale.finite_check import GradsAndVars
-from slim_mp.loss_scale.optimizer import LossScaleOptimizer
+from slim_mp.loss_scale import GradsAndVars, LossScaleOptimizer, loss_check
 
 tf1 = tf.compat.v1
 
@@ -92,9 +91,7 @@ def build_train_step(
         apply = optimizer.apply_gradients(grads_and_vars, global_step)
         if averages is not None:
             apply = _apply_with_averages(apply, averages)
-    checked_loss = tf.debugging.check_numerics(
-        total_loss, "The loss is inf or NaN; lower --learning_rate or check the input data"
-    )
+    checked_loss = loss_check(total_loss)
     with tf.control_dependencies([apply, *first_clone_update_ops(clones)]):
         train_tensor = tf.identity(checked_loss, name="train_op")
     return TrainStep(train_tensor, sync_optimizer)

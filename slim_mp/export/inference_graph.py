@@ -20,14 +20,11 @@ from absl import logging
 
 from nets import nets_factory
 from nets.preprocessing import preprocessing_factory
-from slim_mp.datasets import get_dataset
+from slim_mp.datasets import OFFICIAL_DATASETS, get_dataset
 from slim_mp.config_fields import option
-from slim_mp.datasets.official import OFFICIAL_DATASETS
 from slim_mp.export.low_precision_weights import fold_weight_casts
-from slim_mp.graph_pass.report import RewriteReport
-from slim_mp.graph_pass.rewrite import rewrite
-from slim_mp.training.model_setup import check_model_name, input_size
-from slim_mp.training.precision_flags import PrecisionOptions
+from slim_mp.graph_pass import RewriteReport, rewrite
+from slim_mp.training import PrecisionOptions, check_model_name, input_size
 
 tf1 = tf.compat.v1
 
@@ -169,7 +166,7 @@ def build_inference_graph(config: ExportConfig) -> InferenceGraph:
         report = None
         if precision.mixed:
             report = rewrite(logits, precision.precision, include_update_ops=False,
-                             **precision.rewrite_options(training=False))
+                             options=precision.rewrite_options(training=False))
             logits = report.remap(logits)
         logits = tf.identity(tf.cast(logits, tf.float32), name=OUTPUT_NAMES[0])
         outputs = {

@@ -13,12 +13,13 @@ from slim_mp.graph_pass.op_classes import (BFLOAT16_CLASSES, FLOAT16_CLASSES, VA
                                            check_op_type)
 from slim_mp.graph_pass.placement import (DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, PlacementPlan,
                                           default_placement, resolve_placement)
-from slim_mp.graph_pass.region import select_region
+from slim_mp.graph_pass.region import in_scopes, select_region
 from slim_mp.graph_pass.report import RewriteReport
 from slim_mp.graph_pass.rewrite import RewritePlan, plan_rewrite, rewrite
+from slim_mp.graph_pass.rewrite_options import RewriteOptions, rewrite_options_from
 
 __all__ = [
     "BFLOAT16_CLASSES", "FLOAT16_CLASSES", "VARIABLE_OP_TYPES", "OpClasses", "check_op_type", "DECISIONS_FILE_NAME",
-    "MeasuringTarget", "PlacementOptions", "PlacementPlan", "default_placement", "resolve_placement", "select_region", "RewriteReport", "RewritePlan",
-    "plan_rewrite", "rewrite",
+    "MeasuringTarget", "PlacementOptions", "PlacementPlan", "default_placement", "resolve_placement", "in_scopes", "select_region", "RewriteReport", "RewritePlan",
+    "plan_rewrite", "rewrite", "RewriteOptions", "rewrite_options_from",
 ]

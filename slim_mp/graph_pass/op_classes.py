@@ -78,32 +78,43 @@ class OpClasses:
     def with_overrides(self, overrides: Mapping[str, Iterable[str]], remove: Iterable[str] = ()) -> "OpClasses":
         """Move the listed op types into the named classes; ``remove`` makes op types unlisted (float32).
 
-        ``overrides`` maps a class name to op types, e.g. ``{"deny": ["Softmax"]}``. Unknown op
-        types and an op type named for two classes are ValueErrors.
+        ``overrides`` maps a class name to op types, e.g. ``{"deny": ["Softmax"]}``; they are checked
+        as ``check_class_overrides`` checks them.
         """
-        requested: Dict[str, str] = {}
-        for class_name, op_types in overrides.items():
-            if class_name not in CLASS_NAMES:
-                raise ValueError(f"Unknown op class {class_name!r}; use one of {', '.join(CLASS_NAMES)}.")
-            for op_type in op_types:
-                check_op_type(op_type)
-                if op_type in requested and requested[op_type] != class_name:
-                    raise ValueError(
-                        f"Op type {op_type!r} is listed as both {requested[op_type]!r} and {class_name!r}; "
-                        "keep it in one class."
-                    )
-                requested[op_type] = class_name
         removed = set(remove)
-        for op_type in removed:
-            check_op_type(op_type)
-            if op_type in requested:
-                raise ValueError(f"Op type {op_type!r} is both added to {requested[op_type]!r} and removed.")
+        requested = check_class_overrides(overrides, removed)
         moved = set(requested) | removed
         sets = {
             name: (set(getattr(self, name)) - moved) | {t for t, c in requested.items() if c == name}
             for name in CLASS_NAMES
         }
         return OpClasses(**{name: frozenset(values) for name, values in sets.items()})
+
+
+def check_class_overrides(overrides: Mapping[str, Iterable[str]], remove: Iterable[str] = ()) -> Dict[str, str]:
+    """Check requested class moves and removals; return each moved op type's new class.
+
+    Raises:
+      ValueError: for an unknown class name or TensorFlow op type, an op type named for two
+        classes, or one both added and removed.
+    """
+    requested: Dict[str, str] = {}
+    for class_name, op_types in overrides.items():
+        if class_name not in CLASS_NAMES:
+            raise ValueError(f"Unknown op class {class_name!r}; use one of {', '.join(CLASS_NAMES)}.")
+        for op_type in op_types:
+            check_op_type(op_type)
+            if op_type in requested and requested[op_type] != class_name:
+                raise ValueError(
+                    f"Op type {op_type!r} is listed as both {requested[op_type]!r} and {class_name!r}; "
+                    "keep it in one class."
+                )
+            requested[op_type] = class_name
+    for op_type in set(remove):
+        check_op_type(op_type)
+        if op_type in requested:
+            raise ValueError(f"Op type {op_type!r} is both added to {requested[op_type]!r} and removed.")
+    return requested
 
 
 def check_op_type(op_type: str) -> None:

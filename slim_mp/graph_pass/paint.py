@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from slim_mp.graph_pass.op_classes import FUNCTION_OP_TYPES, SOURCE_OP_TYPES, OpClasses
 from slim_mp.graph_pass.op_ports import OpPorts, has_kernel, op_def_allows
-from slim_mp.graph_pass.region import Region
+from slim_mp.graph_pass.region import Region, in_scopes
 
 LOW, FLOAT32 = "low", "float32"
 
@@ -75,7 +75,7 @@ def _fixed_reason(op: tf.Operation, op_class: str, ports: OpPorts, config: Paint
     if op.type in FUNCTION_OP_TYPES:
         return "function or functional control flow: its body is not rewritten, cast at the border"
     for scope in config.keep_fp32_scopes:
-        if op.name == scope or op.name.startswith(scope.rstrip("/") + "/"):
+        if in_scopes(op.name, [scope]):
             return f"under keep-float32 scope {scope!r}"
     if op_class == "deny":
         return "deny list"

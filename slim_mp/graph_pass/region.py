@@ -1,7 +1,11 @@
-"""Select the part of a graph that computes the user's fetches (the ops the pass may rewrite)."""
+"""Select the part of a graph that computes the user's fetches (the ops the pass may rewrite), and name scopes.
+
+``in_scopes`` is the one scope-membership rule of the package: the pass's keep-float32 scopes and
+training's ``--trainable_scopes`` / ``--checkpoint_exclude_scopes`` all use it.
+"""
 
 import dataclasses
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterable, List
 
 import tensorflow as tf
 
@@ -27,6 +31,18 @@ class Region:
         if op not in self._ports:
             self._ports[op] = op_ports(op)
         return self._ports[op]
+
+
+def in_scopes(name: str, scopes: Iterable[str]) -> bool:
+    """True when op or variable ``name`` is one of ``scopes`` or lies under one (whole path components only).
+
+    A scope's trailing ``/`` is ignored: ``"conv1/"`` holds ``conv1/weights`` but not ``conv10/weights``.
+    """
+    for scope in scopes:
+        scope = scope.rstrip("/")
+        if name == scope or name.startswith(scope + "/"):
+            return True
+    return False
 
 
 def _fetch_ops(fetches: Any) -> List[tf.Operation]:

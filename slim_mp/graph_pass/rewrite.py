@@ -25,6 +25,7 @@ from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
 from slim_mp.graph_pass.report import RewriteReport, group_float32_ops
+from slim_mp.graph_pass.rewrite_options import RewriteOptions, rewrite_options_from
 from slim_mp.precision import PrecisionLike, resolve_precision
 
 _QUIET_REASONS = ("no low-precision neighbour", "existing float cast")
@@ -55,51 +56,40 @@ class RewritePlan:
     placement: Optional[PlacementPlan]
 
 
-def plan_rewrite(
-    fetches: Any,
-    precision: PrecisionLike = "float16",
-    *,
-    allow: Iterable[str] = (),
-    infer: Iterable[str] = (),
-    clear: Iterable[str] = (),
-    deny: Iterable[str] = (),
-    remove: Iterable[str] = (),
-    keep_fp32_scopes: Iterable[str] = (),
-    device_type: Optional[str] = None,
-    include_update_ops: bool = True,
-    placement: Optional[str] = None,
-    placement_options: Optional[PlacementOptions] = None,
-) -> RewritePlan:
-    """Decide, without touching the graph, which ops ``rewrite`` (same arguments) would run in low precision.
+def plan_rewrite(fetches: Any, precision: PrecisionLike = "float16",
+                 options: Optional[RewriteOptions] = None) -> RewritePlan:
+    """Decide, without touching the graph, which ops ``rewrite`` (same options) would run in low precision.
 
     Unlike ``rewrite`` it also works on a graph that already holds gradients (tools such as the
     numerics audit inspect the float32 training graph).
 
+    Args:
+      fetches: as for ``rewrite``.
+      precision: as for ``rewrite``.
+      options: the pass's ``RewriteOptions``; None for the defaults.
+
     Raises:
-      ValueError: for an unknown precision or ``device_type``, or empty fetches.
+      ValueError: for an unknown precision or empty fetches.
     """
     dtype = resolve_precision(precision)
-    overrides = {"allow": allow, "infer": infer, "clear": clear, "deny": deny}
-    classes = default_classes(dtype).with_overrides(
-        {name: list(types) for name, types in overrides.items()}, remove=list(remove)
-    )
+    options = options if options is not None else RewriteOptions()
+    classes = default_classes(dtype).with_overrides(options.class_overrides(), remove=options.remove)
     region = select_region(fetches)
     update_ops = region.graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
-    if include_update_ops and update_ops:
+    if options.include_update_ops and update_ops:
         region = select_region([fetches, update_ops])
     # Where the step will run: the painting and every timing take their device from it.
-    placement_options = placement_options or PlacementOptions()
+    placement_options = options.placement_options or PlacementOptions()
     target = placement_options.target.placed(region.ops)
     placement_options = dataclasses.replace(placement_options, target=target)
-    device = device_type or target.device_type() or detected_device_type()
-    if device not in ("CPU", "GPU"):
-        raise ValueError(f"device_type={device_type!r} is not supported; use 'CPU' or 'GPU'.")
-    paint_config = PaintConfig(dtype, classes, list(keep_fp32_scopes), device)
+    device = options.device_type or target.device_type() or detected_device_type()
+    paint_config = PaintConfig(dtype, classes, list(options.keep_fp32_scopes), device)
     measured = None
     emulated = emulation_warning(dtype.name, device)
-    if resolve_placement(placement) == "measured" and emulated:
+    placement = resolve_placement(options.placement)
+    if placement == "measured" and emulated:
         measured = emulated_placement(emulated)
-    elif resolve_placement(placement) == "measured":
+    elif placement == "measured":
         objectives = [t for t in tf.nest.flatten(fetches, expand_composites=True)
                       if isinstance(t, tf.Tensor) and t.dtype.is_floating]
         measured = measured_placement(region, paint_config, placement_options, objectives)
@@ -112,17 +102,9 @@ def rewrite(
     fetches: Any,
     precision: PrecisionLike = "float16",
     *,
-    allow: Iterable[str] = (),
-    infer: Iterable[str] = (),
-    clear: Iterable[str] = (),
-    deny: Iterable[str] = (),
-    remove: Iterable[str] = (),
-    keep_fp32_scopes: Iterable[str] = (),
-    device_type: Optional[str] = None,
-    include_update_ops: bool = True,
     dry_run: bool = False,
-    placement: Optional[str] = None,
-    placement_options: Optional[PlacementOptions] = None,
+    options: Optional[RewriteOptions] = None,
+    **option_keywords: Any,
 ) -> RewriteReport:
     """Rewrite, in place, the part of the graph that computes ``fetches`` to run in low precision.
 
@@ -145,22 +127,15 @@ def rewrite(
         usually the loss.
       precision: the low precision, ``float16`` or ``bfloat16`` (any spelling ``slim_mp.precision``
         accepts, or the ``tf.DType``).
-      allow: op types to move into the allow list (always low precision).
-      infer: op types to move into the infer list (low precision when their inputs are).
-      clear: op types to move into the clear list (follow their neighbours).
-      deny: op types to move into the deny list (always float32).
-      remove: op types to take out of every list (unlisted, so float32).
-      keep_fp32_scopes: name scopes whose ops all stay float32 (e.g. the logits layer).
-      device_type: ``CPU`` or ``GPU``, where unplaced ops run; None detects this machine's device.
-      include_update_ops: also rewrite what the graph's ``UPDATE_OPS`` compute; pass False for
-        update ops outside the loss (e.g. an auxiliary head).
       dry_run: only plan: return the report of what would change and leave the graph untouched.
-      placement: ``"measured"`` (the default, unless ``$SLIM_MP_PLACEMENT`` says otherwise) times the
-        allow ops on this device with their real shapes and keeps float32 those for which low
-        precision does not pay, casts included (``slim_mp.graph_pass.placement``; timings cached on
-        disk); ``"static"`` runs every allow op low, as the tables say.
-      placement_options: the timing cache folder, a decisions file to reuse or write, or a fake
-        ``measure`` for tests; defaults when None.
+      options: a ``slim_mp.RewriteOptions`` holding the options below; None for the defaults.
+      **option_keywords: the fields of ``RewriteOptions``, which replace those of ``options``:
+        ``allow``, ``infer``, ``clear``, ``deny``, ``remove`` (op types moved between the lists),
+        ``keep_fp32_scopes`` (name scopes kept float32), ``device_type`` (``CPU``/``GPU``),
+        ``include_update_ops``, ``placement`` (``"measured"``, the default unless
+        ``$SLIM_MP_PLACEMENT`` says otherwise, times the allow ops where the step runs and keeps
+        float32 those for which low precision does not pay, casts included; ``"static"`` runs every
+        allow op low) and ``placement_options`` (timing cache, decisions file, measuring target).
 
     Returns:
       A ``RewriteReport``: ops considered and converted, casts inserted (or planned), the float32
@@ -168,17 +143,14 @@ def rewrite(
       before the rewrite (e.g. ``end_points``) to their rewritten counterparts.
 
     Raises:
-      ValueError: for an unknown precision, ``device_type`` or TensorFlow op type, an op type given
-        to two lists (or both added and removed), no fetches or fetches from different graphs, or
-        fetches whose gradients were already taken.
-      TypeError: if a fetch is neither a tensor nor an operation.
+      ValueError: for an unknown precision, ``device_type``, placement or TensorFlow op type, an op
+        type given to two lists (or both added and removed), no fetches or fetches from different
+        graphs, or fetches whose gradients were already taken.
+      TypeError: for a keyword that is no rewrite option (naming it), or a fetch that is neither a
+        tensor nor an operation.
     """
     started = time.perf_counter()
-    plan = plan_rewrite(
-        fetches, precision, allow=allow, infer=infer, clear=clear, deny=deny, remove=remove,
-        keep_fp32_scopes=keep_fp32_scopes, device_type=device_type, include_update_ops=include_update_ops,
-        placement=placement, placement_options=placement_options,
-    )
+    plan = plan_rewrite(fetches, precision, rewrite_options_from(options, option_keywords, "rewrite"))
     dtype, device, region, decisions, low = plan.dtype, plan.device_type, plan.region, plan.decisions, plan.low_ops
     _check_before_gradients(low)
 

@@ -1,4 +1,21 @@
 """Loss scaling, a drop-in for ``tf.contrib.mixed_precision``: managers, the optimizer, finite checks, skip counts.
 
-It imports nothing from the graph pass, training, distribution or measurement.
+It imports nothing from the graph pass, training, distribution or measurement. The names other
+packages use are exported here; code outside ``loss_scale`` imports them from ``slim_mp.loss_scale``.
 """
+
+from slim_mp.loss_scale.divergence import (LOSS_CHECK, LOSS_SCALE_GUARD, Divergence, TrainingDivergedError, loss_check,
+                                           read_divergence, with_diagnosis)
+from slim_mp.loss_scale.finite_check import Gradient, GradsAndVars, gradient_values
+from slim_mp.loss_scale.managers import (LOSS_SCALE_STATE_NAMES, ExponentialUpdateLossScaleManager,
+                                         FixedLossScaleManager, LossScaleManager, NoLossScaling)
+from slim_mp.loss_scale.optimizer import LossScaleOptimizer
+from slim_mp.loss_scale.policy import (DYNAMIC, DynamicLossScale, LossScaleLike, make_loss_scale_manager,
+                                       parse_loss_scale)
+
+__all__ = [
+    "LOSS_CHECK", "LOSS_SCALE_GUARD", "Divergence", "TrainingDivergedError", "loss_check", "read_divergence",
+    "with_diagnosis", "LOSS_SCALE_STATE_NAMES", "ExponentialUpdateLossScaleManager", "FixedLossScaleManager",
+    "LossScaleManager", "NoLossScaling", "Gradient", "GradsAndVars", "gradient_values", "LossScaleOptimizer",
+    "DYNAMIC", "DynamicLossScale", "LossScaleLike", "make_loss_scale_manager", "parse_loss_scale",
+]

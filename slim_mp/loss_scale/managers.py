@@ -15,6 +15,8 @@ import numpy as np
 import tensorflow as tf
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+# contrib's names of ExponentialUpdateLossScaleManager's checkpointed state: scale, good and bad step counts.
+LOSS_SCALE_STATE_NAMES = ("loss_scale", "good_steps", "bad_steps")
 
 
 def _require_number(name: str, value: object) -> float:
@@ -236,9 +238,10 @@ class ExponentialUpdateLossScaleManager(LossScaleManager):
                 f"max_loss_scale ({self._max_loss_scale:g}) must be at least min_loss_scale and "
                 f"init_loss_scale; raise max_loss_scale or lower the others."
             )
-        self._loss_scale = self._state_variable("loss_scale", init_loss_scale, tf.float32)
-        self._good_steps = self._state_variable("good_steps", 0, tf.int32)
-        self._bad_steps = self._state_variable("bad_steps", 0, tf.int32)
+        scale_name, good_name, bad_name = LOSS_SCALE_STATE_NAMES
+        self._loss_scale = self._state_variable(scale_name, init_loss_scale, tf.float32)
+        self._good_steps = self._state_variable(good_name, 0, tf.int32)
+        self._bad_steps = self._state_variable(bad_name, 0, tf.int32)
 
     @staticmethod
     def _state_variable(name: str, initial_value: float, dtype: tf.DType) -> tf.Variable:

@@ -13,10 +13,10 @@ from typing import Sequence, Tuple
 
 import tensorflow as tf
 
+from slim_mp.loss_scale.divergence import GUARD_SENTENCE_END, GUARD_SENTENCE_START
 from slim_mp.loss_scale.finite_check import Gradient
 
 CULPRITS_SHOWN = 5
-DIVERGENCE_MESSAGE_START = "Training diverged"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,13 +98,13 @@ def _divergence_message(
     culprits = tf.boolean_mask(tf.constant([v.op.name for v in variables]), tf.logical_not(finite))
     return tf.strings.join(
         [
-            f"{DIVERGENCE_MESSAGE_START}: {limit} steps in a row were skipped with the loss scale at its minimum (",
+            f"{GUARD_SENTENCE_START}: {limit} steps in a row were skipped with the loss scale at its minimum (",
             tf.strings.as_string(loss_scale, shortest=True),
             "), because the gradients of ",
             tf.strings.as_string(tf.size(culprits)),
             " variable(s) hold inf or NaN even unscaled, first: ",
             tf.strings.reduce_join(culprits[:CULPRITS_SHOWN], separator=", "),
-            ". Run these layers in bfloat16, or add the ops that feed them to the float16 deny list.",
+            f". {GUARD_SENTENCE_END}",
         ]
     )
 

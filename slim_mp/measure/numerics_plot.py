@@ -8,9 +8,7 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-from slim_mp.numerics.layer_diff import LayerDiff
-from slim_mp.numerics.limits import LOG2_LOW
-from slim_mp.numerics.value_audit import AuditResult
+from slim_mp.numerics import AuditResult, LOG2_LOW, LayerDiff
 
 
 def _draw_histogram(axes, counts: np.ndarray, result: AuditResult, label: str, loss_scale=None) -> None:

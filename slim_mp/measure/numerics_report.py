@@ -12,14 +12,10 @@ from typing import Callable, Dict
 import tensorflow as tf
 
 from slim_mp.json_files import write_json_atomically
-from slim_mp.numerics.layer_diff import LayerDiff, layer_diff, layer_diff_markdown
-from slim_mp.numerics.value_audit import AuditResult, audit, audit_markdown
+from slim_mp.numerics import AuditResult, LayerDiff, audit, audit_markdown, layer_diff, layer_diff_markdown
 from slim_mp.precision import resolve_precision
-from slim_mp.training.checkpoint_restore import fine_tune_init_fn
-from slim_mp.training.model_setup import prepare_output_dir
-from slim_mp.training.scopes import parse_scopes
-from slim_mp.training.train_config import TrainConfig
-from slim_mp.training.train_graph import add_classification_losses, dataset_and_network, training_input_iterator
+from slim_mp.training import (TrainConfig, add_classification_losses, dataset_and_network, fine_tune_init_fn,
+                              parse_scopes, prepare_output_dir, training_input_iterator)
 
 tf1 = tf.compat.v1
 
@@ -79,10 +75,6 @@ def build_network_graph(config: TrainConfig, is_training: bool) -> NetworkGraph:
     return NetworkGraph(graph, images, end_points, loss, initialise)
 
 
-def _write_json(data: dict, path: str) -> None:
-    write_json_atomically(path, data)
-
-
 def _write_text(text: str, path: str) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
@@ -102,9 +94,9 @@ def run_audit(config: TrainConfig, steps: int, output_dir: str, precision: str) 
     built = build_network_graph(config, is_training=True)
     with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
         built.initialise(session)
-        result = audit(built.loss, dtype, session, steps=steps, **config.precision_options.rewrite_options())
+        result = audit(built.loss, dtype, session, steps=steps, options=config.precision_options.rewrite_options())
     paths = [os.path.join(output_dir, name) for name in AUDIT_FILES]
-    _write_json(result.to_dict(), paths[0])
+    write_json_atomically(paths[0], result.to_dict())
     _write_text(audit_markdown(result), paths[1])
     plot_audit(result, paths[2], title=f"{config.model_name}: float32 values against {dtype.name}")
     return result
@@ -121,10 +113,10 @@ def run_layer_diff(config: TrainConfig, output_dir: str, precision: str) -> Laye
         built.initialise(session)
         batch = session.run(built.images)
         diff = layer_diff(built.end_points, name, session, {built.images: batch},
-                          **config.precision_options.rewrite_options())
+                          options=config.precision_options.rewrite_options())
     title = f"{config.model_name}: relative error of each end point, {name} vs float32 (batch {len(batch)})"
     paths = [os.path.join(output_dir, file) for file in LAYER_DIFF_FILES]
-    _write_json(dict(diff.to_dict(), model_name=config.model_name), paths[0])
+    write_json_atomically(paths[0], dict(diff.to_dict(), model_name=config.model_name))
     _write_text(layer_diff_markdown(diff, title), paths[1])
     plot_layer_diff(diff, paths[2], title)
     return diff

@@ -18,13 +18,8 @@ from slim_mp.config_fields import option
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.devices import device_type, emulation_warning
 from slim_mp.precision import precision_name
-from slim_mp.training.evaluation import EvalConfig, evaluate
-from slim_mp.training.learning_rate import LearningRateSettings
-from slim_mp.training.loop import train
-from slim_mp.training.model_setup import check_model_name, prepare_output_dir
-from slim_mp.training.optimizers import OptimizerSettings
-from slim_mp.training.precision_flags import PrecisionOptions
-from slim_mp.training.train_config import TrainConfig
+from slim_mp.training import (EvalConfig, LearningRateSettings, OptimizerSettings, PrecisionOptions, TrainConfig,
+                              check_model_name, evaluate, prepare_output_dir, train)
 
 REFERENCE_PRECISION = "float32"
 EVAL_SPLIT_CANDIDATES = ("test", "validation")

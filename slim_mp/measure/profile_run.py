@@ -13,10 +13,9 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from slim_mp.distribute.cluster import ClusterLayout
+from slim_mp.distribute import ClusterLayout
 from slim_mp.measure.step_profile import StepProfile, profile_session_step
-from slim_mp.training.train_config import TrainConfig, check_train_config
-from slim_mp.training.train_graph import build_train_graph
+from slim_mp.training import TrainConfig, build_train_graph, check_train_config
 
 tf1 = tf.compat.v1
 

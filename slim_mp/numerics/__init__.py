@@ -2,4 +2,15 @@
 (non-finite origin), and how far each layer drifts from float32 (layer diff).
 
 Rank 2: imports only ``slim_mp.precision``, ``devices``, ``compat``, ``graph_pass`` and ``loss_scale``.
+The names other packages use are exported here.
 """
+
+from slim_mp.numerics.layer_diff import LayerDiff, layer_diff, layer_diff_markdown
+from slim_mp.numerics.limits import LOG2_LOW
+from slim_mp.numerics.nonfinite import NonfiniteOrigin, NonfiniteProbe
+from slim_mp.numerics.value_audit import AuditResult, audit, audit_markdown
+
+__all__ = [
+    "LayerDiff", "layer_diff", "layer_diff_markdown", "LOG2_LOW", "NonfiniteOrigin", "NonfiniteProbe",
+    "AuditResult", "audit", "audit_markdown",
+]

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass import RewriteReport, rewrite
+from slim_mp.graph_pass import RewriteOptions, RewriteReport, rewrite, rewrite_options_from
 from slim_mp.precision import PrecisionLike, resolve_precision
 
 
@@ -58,7 +58,8 @@ def _compare(name: str, reference: np.ndarray, low: np.ndarray) -> LayerError:
 
 
 def layer_diff(end_points: Mapping[str, tf.Tensor], precision: PrecisionLike, session: tf.compat.v1.Session,
-               feeds: Optional[Dict[Any, Any]] = None, **rewrite_options: Any) -> LayerDiff:
+               feeds: Optional[Dict[Any, Any]] = None, *, options: Optional[RewriteOptions] = None,
+               **option_keywords: Any) -> LayerDiff:
     """Evaluate ``end_points`` in float32, rewrite their graph to ``precision`` in place, evaluate them again.
 
     Run it on a float32 inference graph whose variables are initialised in ``session`` (not
@@ -73,15 +74,18 @@ def layer_diff(end_points: Mapping[str, tf.Tensor], precision: PrecisionLike, se
       precision: ``float16``, ``bfloat16`` or ``float32``.
       session: a session of the graph, variables initialised.
       feeds: the feed dict of both runs.
-      **rewrite_options: as for ``slim_mp.rewrite`` (``keep_fp32_scopes``, ...).
+      options: the graph pass's ``RewriteOptions``; None for the defaults.
+      **option_keywords: options of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ...), replacing those of ``options``.
 
     Returns:
       One ``LayerError`` per floating-point end point, in the order given.
 
     Raises:
-      ValueError: for an unknown precision, or no floating-point end point.
+      ValueError: for an unknown precision, a bad rewrite option, or no floating-point end point.
+      TypeError: for a keyword that is no rewrite option.
     """
     dtype = resolve_precision(precision, allow_float32=True)
+    options = rewrite_options_from(options, option_keywords, "layer_diff")
     chosen = {name: t for name, t in end_points.items() if isinstance(t, tf.Tensor) and t.dtype.is_floating}
     if not chosen:
         raise ValueError("end_points holds no floating-point tensor; pass the network's end_points dict.")
@@ -93,7 +97,7 @@ def layer_diff(end_points: Mapping[str, tf.Tensor], precision: PrecisionLike, se
     with graph.as_default(), tempfile.TemporaryDirectory() as folder:
         saver = tf.compat.v1.train.Saver(tf.compat.v1.global_variables())
         weights = saver.save(session, os.path.join(folder, "weights"), write_meta_graph=False)
-        report = rewrite(list(chosen.values()), dtype, **rewrite_options)
+        report = rewrite(list(chosen.values()), dtype, options=options)
         chosen = report.remap(chosen)
         # A session keeps the ops it already ran as they were: the rewritten graph needs a new one.
         with tf.compat.v1.Session(graph=graph, target=session.sess_str) as rewritten:

@@ -14,8 +14,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass import RewritePlan, plan_rewrite
-from slim_mp.loss_scale.finite_check import gradient_values
+from slim_mp.graph_pass import RewriteOptions, RewritePlan, plan_rewrite, rewrite_options_from
+from slim_mp.loss_scale import gradient_values
 from slim_mp.numerics.limits import HISTOGRAM_BINS, LOG2_HIGH, LOG2_LOW, TypeLimits, type_limits
 from slim_mp.precision import PrecisionLike, resolve_precision
 
@@ -197,7 +197,7 @@ def scale_range(gradient_histogram: np.ndarray, max_gradient: float, limits: Typ
 
 
 def _overflowing_scopes(fetches: Any, plan: RewritePlan, activations: List[OpRange],
-                        overflowing_tensors: Iterable[str], rewrite_options: Dict[str, Any]
+                        overflowing_tensors: Iterable[str], options: RewriteOptions
                         ) -> Tuple[Tuple[str, ...], RewritePlan]:
     """Scopes whose ops would overflow, grown until no op left low-precision reads an overflowing tensor.
 
@@ -209,10 +209,9 @@ def _overflowing_scopes(fetches: Any, plan: RewritePlan, activations: List[OpRan
     scopes = {op_scope(row.name) for row in activations if row.frac_overflow > 0}
     if not scopes:
         return (), plan
-    kept = list(rewrite_options.get("keep_fp32_scopes", ()))
-    options = {k: v for k, v in rewrite_options.items() if k not in ("keep_fp32_scopes", "placement")}
     for _ in range(MAX_SCOPE_ROUNDS):
-        plan = plan_rewrite(fetches, plan.dtype, keep_fp32_scopes=kept + sorted(scopes), placement="static", **options)
+        kept = dataclasses.replace(options, keep_fp32_scopes=options.keep_fp32_scopes + tuple(sorted(scopes)))
+        plan = plan_rewrite(fetches, plan.dtype, kept)
         low = set(plan.low_ops)
         added = {op_scope(op.name) for op in plan.low_ops
                  if any(t.name in overflowing and t.op not in low for t in _low_inputs(plan, op))} - scopes
@@ -237,7 +236,8 @@ def audit(
     *,
     loss: Optional[tf.Tensor] = None,
     steps: int = 5,
-    **rewrite_options: Any,
+    options: Optional[RewriteOptions] = None,
+    **option_keywords: Any,
 ) -> AuditResult:
     """Measure, on the float32 graph, the values the ops ``slim_mp.rewrite(fetches, precision)`` would lower reach.
 
@@ -256,14 +256,16 @@ def audit(
       loss: the scalar whose gradients are audited; defaults to ``fetches`` when that is one scalar.
         Without a loss only activations are audited.
       steps: batches to run (>= 1).
-      **rewrite_options: as for ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...); a
-        ``placement`` among them is ignored.
+      options: the graph pass's ``RewriteOptions``; None for the defaults. Its ``placement`` is ignored.
+      **option_keywords: options of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...),
+        replacing those of ``options``; a ``placement`` among them is ignored.
 
     Returns:
       The per-op ranges, the recommendation and the histograms.
 
     Raises:
-      ValueError: for a bad precision or ``steps``, or a graph with nothing to lower.
+      ValueError: for a bad precision, ``steps`` or rewrite option, or a graph with nothing to lower.
+      TypeError: for a keyword that is no rewrite option.
     """
     dtype = resolve_precision(precision)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
@@ -271,7 +273,8 @@ def audit(
     limits = type_limits(dtype)
     # What the static painting would lower, whatever the placement: timing decides speed, not which
     # values a precision can hold, and an audit must not depend on this machine's load or device.
-    plan = plan_rewrite(fetches, dtype, **dict(rewrite_options, placement="static"))
+    options = dataclasses.replace(rewrite_options_from(options, option_keywords, "audit"), placement="static")
+    plan = plan_rewrite(fetches, dtype, options)
     if not plan.low_ops:
         raise ValueError(f"the pass would lower no op of these fetches to {dtype.name}; nothing to audit.")
     loss = loss if loss is not None else _single_scalar_loss(fetches)
@@ -296,7 +299,7 @@ def audit(
             histograms[kind] += value["histogram"]
     rows = {kind: _aggregate(probes[kind].ops, totals[kind], kind) if kind in totals else [] for kind in probes}
     overflowing = {t.name for (_, t), row in zip(outputs, totals[ACTIVATION]) if row[0] > limits.max_finite}
-    keep, kept_plan = _overflowing_scopes(fetches, plan, rows[ACTIVATION], overflowing, rewrite_options)
+    keep, kept_plan = _overflowing_scopes(fetches, plan, rows[ACTIVATION], overflowing, options)
     # The loss scale serves the gradients of the ops that stay low once the scopes are kept float32.
     still_low = set(kept_plan.low_ops)
     scaled = np.array([op in still_low for op in probes[GRADIENT].ops], bool)

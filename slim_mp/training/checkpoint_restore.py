@@ -17,7 +17,8 @@ from absl import logging
 from slim_mp.training.checkpoint_io import (
     MAX_TO_KEEP, checkpoint_files_by_prefix, checkpoint_step, read_state, write_state,
 )
-from slim_mp.training.scopes import in_scopes
+from slim_mp.graph_pass import in_scopes
+from slim_mp.loss_scale import LOSS_SCALE_STATE_NAMES
 
 InitFn = Callable[[tf.compat.v1.Session], None]
 
@@ -194,7 +195,6 @@ def fine_tune_init_fn(
     return init_fn
 
 
-LOSS_SCALE_STATE = ("loss_scale", "good_steps", "bad_steps")
 # What TensorFlow's checkpoint reader raises for damaged files (its C++ status becomes one of these).
 _READ_FAILURES = (tf.errors.OpError, ValueError, IndexError, RuntimeError, OSError)
 
@@ -219,7 +219,7 @@ def _likely_flag(misfit: Misfit, size_flag: str) -> str:
 
 def _missing_hint(missing: Sequence[str], stored: Sequence[str]) -> str:
     """The flag that most likely made the model have variables the checkpoint lacks."""
-    if all(name.rsplit("/", 1)[-1] in LOSS_SCALE_STATE for name in missing):
+    if all(name.rsplit("/", 1)[-1] in LOSS_SCALE_STATE_NAMES for name in missing):
         return "--precision (the checkpoint has no loss-scale state)"
     stored_names = set(stored)
     if all(name.rsplit("/", 1)[0] in stored_names for name in missing):

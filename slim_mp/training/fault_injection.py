@@ -11,7 +11,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from slim_mp.loss_scale.finite_check import GradsAndVars
+from slim_mp.loss_scale import GradsAndVars
 
 tf1 = tf.compat.v1
 

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from slim_mp.graph_pass.report import RewriteReport
+from slim_mp.graph_pass import RewriteReport
 
 tf1 = tf.compat.v1
 

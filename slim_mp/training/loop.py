@@ -7,7 +7,6 @@ pass report. All stop when the global step reaches ``--max_number_of_steps``.
 import contextlib
 import dataclasses
 import os
-import re
 import threading
 import time
 from typing import Callable, Dict, Iterator, Optional
@@ -16,13 +15,14 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
+from slim_mp.loss_scale import TrainingDivergedError, read_divergence
 from slim_mp.training.checkpoint_io import (
     atomic_save, disk_write_errors, latest_checkpoint_note, latest_checkpoint_step, train_dir_lock,
 )
 from slim_mp.training.checkpoint_restore import (
     check_checkpoint_complete, check_checkpoint_fits, find_resume_checkpoint,
 )
-from slim_mp.distribute.cluster import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
+from slim_mp.distribute import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
@@ -41,17 +41,10 @@ StepCallback = Callable[[Dict[str, float]], None]
 
 RUN_INFO_FILENAME = "run_info.json"
 _RUN_INFO_SCHEMA = {"precision": str}
-# The sentences of the two divergence checks: the loss check of the train step and the loss-scale guard.
-_DIVERGENCE = re.compile(r"(The loss is inf or NaN[^:\n]*|Training diverged:[^\]]*)")
-_DIAGNOSIS = re.compile(r"Diagnosis \(--mp_debug_nonfinite\): [^\n]*")
 
 
 class ClusterTaskLostError(ValueError):
     """A parameter server or worker of the cluster stopped answering; the message names it and what to do."""
-
-
-class TrainingDivergedError(ValueError):
-    """The loss or the gradients became inf/NaN for good; the message says at which step and loss scale."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,23 +219,6 @@ def _summary_writer(graph_def: tf1.GraphDef, train_dir: str) -> tf1.summary.File
     return writer
 
 
-def _diverged(error: tf.errors.InvalidArgumentError, session: tf1.Session, step: int,
-              loss_scale: Optional[tf.Tensor]) -> Optional[TrainingDivergedError]:
-    """The one-line error for a divergence check that fired at ``step``, or None for any other error.
-
-    The ``--mp_debug_nonfinite`` diagnosis, when the step carried one, is kept at the end.
-    """
-    match = _DIVERGENCE.search(error.message)
-    if not match:
-        return None
-    diagnosis = _DIAGNOSIS.search(error.message)
-    where = f"at step {step}"
-    if loss_scale is not None and not diagnosis:  # a diagnosis names the scale the step ran with
-        where += f" with loss scale {float(session.run(loss_scale)):g}"
-    explained = f" {diagnosis.group(0).rstrip('.')}." if diagnosis else ""
-    return TrainingDivergedError(f"{match.group(1).rstrip(' .')} ({where}).{explained}")
-
-
 def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.FileWriter], config: TrainConfig,
           print_line: Callable[[str], None], on_step: Optional[StepCallback], is_chief: bool,
           loss_scale: Optional[tf.Tensor]) -> TrainResult:
@@ -268,10 +244,11 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
                     with watch.explaining_failure(session, feed):
                         values = session.run(fetches, feed_dict=feed or None)
                 except tf.errors.InvalidArgumentError as error:
-                    diverged = _diverged(error, session, step + 1, loss_scale)
-                    if diverged is None:
+                    divergence = read_divergence(error)
+                    if divergence is None:
                         raise
-                    raise diverged from error
+                    scale = float(session.run(loss_scale)) if loss_scale is not None else None
+                    raise TrainingDivergedError(divergence, step + 1, scale) from error
                 watch.after_step(session, values, feed)
                 throughput.step_done()
                 iterations += 1

@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.loss_scale.skip_monitor import DIVERGENCE_MESSAGE_START
-from slim_mp.numerics.nonfinite import NonfiniteOrigin, NonfiniteProbe
+from slim_mp.loss_scale import LOSS_SCALE_GUARD, read_divergence, with_diagnosis
+from slim_mp.numerics import NonfiniteOrigin, NonfiniteProbe
 
 Feed = Dict[tf.Tensor, np.ndarray]
 
@@ -65,8 +65,10 @@ class NonfiniteWatch:
         except tf.errors.InvalidArgumentError as error:
             if not self._probes:
                 raise
-            origin = self.last_origin if DIVERGENCE_MESSAGE_START in error.message else self._diagnose(session, feed)
+            divergence = read_divergence(error)
+            # The guard fires a step after the last skipped one, whose replay already found the origin.
+            guard = divergence is not None and divergence.check == LOSS_SCALE_GUARD
+            origin = self.last_origin if guard else self._diagnose(session, feed)
             if origin is None:
                 raise
-            raise type(error)(error.node_def, error.op,
-                              f"{error.message} Diagnosis (--mp_debug_nonfinite): {origin.describe()}.") from error
+            raise with_diagnosis(error, origin.describe()) from error

@@ -6,14 +6,13 @@ requests and the dynamic policy from ``slim_mp.loss_scale.policy``; this module 
 
 import dataclasses
 import json
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from slim_mp.config_fields import option
-from slim_mp.graph_pass import (MeasuringTarget, PlacementOptions, RewriteReport, default_placement,
+from slim_mp.graph_pass import (MeasuringTarget, PlacementOptions, RewriteOptions, RewriteReport, default_placement,
                                 resolve_placement)
 from slim_mp.json_files import write_json_atomically
-from slim_mp.loss_scale.managers import LossScaleManager
-from slim_mp.loss_scale.policy import DYNAMIC, DynamicLossScale, make_loss_scale_manager, parse_loss_scale
+from slim_mp.loss_scale import DYNAMIC, DynamicLossScale, LossScaleManager, make_loss_scale_manager, parse_loss_scale
 from slim_mp.precision import precision_name
 
 
@@ -59,21 +58,15 @@ class PrecisionOptions:
         """True when the graph is to be rewritten (float16 or bfloat16)."""
         return self.precision != "float32"
 
-    def rewrite_options(self, training: bool = True) -> Dict[str, Any]:
-        """Keyword arguments for ``slim_mp.rewrite`` / ``enable_mixed_precision``.
+    def rewrite_options(self, training: bool = True) -> RewriteOptions:
+        """The graph pass's options for ``slim_mp.rewrite`` / ``enable_mixed_precision`` (``options=``).
 
         ``training=False`` (evaluation, export): a measured placement times forward steps only, never
         reusing a training step's timings.
         """
-        options: Dict[str, Any] = {
-            "allow": list(self.mp_allow_ops),
-            "deny": list(self.mp_deny_ops),
-            "keep_fp32_scopes": list(self.mp_keep_fp32_scopes),
-            "placement": self.mp_placement,
-        }
-        if not training:
-            options["placement_options"] = PlacementOptions(target=MeasuringTarget(training=False))
-        return options
+        placement_options = None if training else PlacementOptions(target=MeasuringTarget(training=False))
+        return RewriteOptions(allow=self.mp_allow_ops, deny=self.mp_deny_ops, keep_fp32_scopes=self.mp_keep_fp32_scopes,
+                              placement=self.mp_placement, placement_options=placement_options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +92,14 @@ class LossScaleOptions:
     loss_scale_incr_ratio: float = option(DYNAMIC.growth_ratio, "Factor by which the dynamic loss scale grows.")
     loss_scale_decr_ratio: float = option(DYNAMIC.backoff_ratio, "Factor by which the dynamic loss scale shrinks.")
 
+    def __post_init__(self) -> None:
+        """Check ``--loss_scale`` (whatever the precision): the one place its wording lives."""
+        try:
+            parse_loss_scale(self.loss_scale)
+        except ValueError as error:
+            raise ValueError(f"--loss_scale={self.loss_scale} is neither 'dynamic' nor a number >= 1; "
+                             "pass e.g. --loss_scale=dynamic or --loss_scale=128.") from error
+
     def dynamic(self) -> DynamicLossScale:
         """The dynamic-scaling knobs these options set."""
         return DynamicLossScale(
@@ -111,13 +112,8 @@ class LossScaleOptions:
         """The manager for training in ``precision`` (creates variables for dynamic scaling).
 
         Raises:
-          ValueError: naming ``--loss_scale`` or the ``--loss_scale_*`` flags when a value is out of range.
+          ValueError: naming the ``--loss_scale_*`` flags when a value is out of range.
         """
-        try:
-            parse_loss_scale(self.loss_scale)
-        except ValueError as error:
-            raise ValueError(f"--loss_scale={self.loss_scale!r} is neither 'dynamic' nor a number >= 1; "
-                             "pass e.g. dynamic or 128.") from error
         try:
             return make_loss_scale_manager(self.loss_scale, precision, self.dynamic())
         except (TypeError, ValueError) as error:

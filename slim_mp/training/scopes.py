@@ -1,13 +1,12 @@
-"""Comma-separated scope lists (``--trainable_scopes``, ``--checkpoint_exclude_scopes``) and membership tests."""
+"""Comma-separated scope lists (``--trainable_scopes``, ``--checkpoint_exclude_scopes``).
 
-from typing import Optional, Sequence, Tuple
+Membership is ``slim_mp.graph_pass.in_scopes``, the rule the pass's keep-float32 scopes use too.
+"""
+
+from typing import Optional, Tuple
 
 
 def parse_scopes(text: Optional[str]) -> Tuple[str, ...]:
     """Split ``"a/b, c"`` into ``("a/b", "c")``; None or blank gives ``()``."""
     return tuple(scope.strip().rstrip("/") for scope in (text or "").split(",") if scope.strip())
 
-
-def in_scopes(name: str, scopes: Sequence[str]) -> bool:
-    """True when ``name`` is one of ``scopes`` or lies under one of them (whole path components only)."""
-    return any(name == scope or name.startswith(scope + "/") for scope in scopes)

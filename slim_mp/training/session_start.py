@@ -23,7 +23,7 @@ from typing import Callable, List, Optional
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.distribute.cluster import PS_JOB
+from slim_mp.distribute import PS_JOB
 
 tf1 = tf.compat.v1
 

@@ -7,10 +7,8 @@ from absl import logging
 
 from slim_mp.config_fields import option
 from slim_mp.training.data_model_options import DataModelOptions
-from slim_mp.distribute.clones import ClonePlacement
-from slim_mp.graph_pass.op_classes import check_op_type
-from slim_mp.loss_scale.policy import parse_loss_scale
-from slim_mp.distribute.cluster import ClusterLayout, make_cluster_layout
+from slim_mp.distribute import ClonePlacement, ClusterLayout, make_cluster_layout
+from slim_mp.graph_pass import check_op_type
 from slim_mp.training.fault_injection import check_fault_steps
 from slim_mp.training.learning_rate import LearningRateSettings, check_decay_type
 from slim_mp.training.optimizers import OptimizerSettings, check_optimizer_name
@@ -148,13 +146,7 @@ def _check_optimizer_settings(settings: OptimizerSettings) -> None:
 
 
 def _check_precision_flags(config: TrainConfig) -> None:
-    """Raise ValueError naming the flag for a --loss_scale that is not one (whatever the precision) or an unknown op."""
-    loss_scale = config.loss_scale_options.loss_scale
-    try:
-        parse_loss_scale(loss_scale)
-    except ValueError as error:
-        raise ValueError(f"--loss_scale={loss_scale} is neither 'dynamic' nor a number >= 1; "
-                         "pass e.g. --loss_scale=dynamic or --loss_scale=128.") from error
+    """Raise ValueError naming the flag for an unknown op type (``LossScaleOptions`` checks ``--loss_scale``)."""
     options = config.precision_options
     for flag, op_types in (("mp_allow_ops", options.mp_allow_ops), ("mp_deny_ops", options.mp_deny_ops)):
         for op_type in op_types:

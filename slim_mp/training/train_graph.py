@@ -13,10 +13,10 @@ from typing import Callable, Dict, List, Optional, Tuple
 import tensorflow as tf
 import tf_slim as slim
 
-from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport
+from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport, in_scopes
 from slim_mp.training.checkpoint_restore import InitFn, fine_tune_init_fn
-from slim_mp.distribute.clones import ClonePlacement, create_clones, scope_filter
-from slim_mp.distribute.cluster import ClusterLayout
+from slim_mp.distribute import (ClonePlacement, ClusterLayout, SyncSettings, build_train_step, create_clones,
+                                scope_filter)
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.fault_injection import inject_nonfinite_gradients
 from slim_mp.training.input_pipeline import InputFeed, InputOptions, make_fed_iterator
@@ -24,10 +24,9 @@ from slim_mp.training.learning_rate import make_learning_rate
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.training.model_setup import input_size, network_and_preprocessing
 from slim_mp.training.optimizers import make_optimizer
-from slim_mp.training.scopes import in_scopes, parse_scopes
+from slim_mp.training.scopes import parse_scopes
 from slim_mp.training.session_start import SessionOps, make_session_ops
 from slim_mp.training.train_config import TrainConfig
-from slim_mp.distribute.train_step import SyncSettings, build_train_step
 
 tf1 = tf.compat.v1
 
@@ -187,16 +186,16 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, layout: ClusterLay
     precision = config.precision_options
     if not precision.mixed:
         return optimizer
+    placement_options = PlacementOptions(
+        decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME), write_decisions=layout.is_chief,
+        wait_seconds=PLACEMENT_WAIT_SECONDS,
+        target=MeasuringTarget(device=_clone_placement(config, layout).compute_device(0) or None,
+                               session_config=layout.session_config(bfloat16=precision.precision == "bfloat16")),
+    )
     return enable_mixed_precision(
         optimizer, precision.precision, loss_scale=config.loss_scale_options.manager(precision.precision),
         count_skipped_steps=config.sync_replicas, debug_nonfinite=precision.mp_debug_nonfinite,
-        placement_options=PlacementOptions(
-            decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME), write_decisions=layout.is_chief,
-            wait_seconds=PLACEMENT_WAIT_SECONDS,
-            target=MeasuringTarget(device=_clone_placement(config, layout).compute_device(0) or None,
-                                   session_config=layout.session_config(bfloat16=precision.precision == "bfloat16")),
-        ),
-        **precision.rewrite_options(),
+        options=dataclasses.replace(precision.rewrite_options(), placement_options=placement_options),
     )
 
 

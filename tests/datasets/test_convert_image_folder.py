@@ -3,13 +3,12 @@
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from datasets_support import encode_images, read_all
-from script_runs import REPO_ROOT, check_bad_input
+from script_runs import REPO_ROOT, check_bad_input, run_script
 from slim_mp.datasets import convert_image_folder, get_dataset
 
 SCRIPT = os.path.join(REPO_ROOT, "scripts", "convert_image_folder.py")
@@ -20,8 +19,7 @@ SIZE = 8
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, env=env, timeout=300)
+    return run_script(SCRIPT, *args)
 
 
 def make_folder(root: str, classes: list[str]) -> dict[bytes, int]:

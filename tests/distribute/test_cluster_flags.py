@@ -3,19 +3,16 @@
 import dataclasses
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from script_runs import REPO_ROOT, script_env
+from script_runs import REPO_ROOT, run_script
 from slim_mp.training import cli
 from slim_mp.distribute.cluster import ParameterServerConfig, serve_parameter_server
 from slim_mp.distribute.local_cluster import check_train_args, free_loopback_ports
 from slim_mp.training.train_config import TrainConfig, check_train_config
 
 LAUNCHER = os.path.join(REPO_ROOT, "scripts", "launch_local_cluster.py")
-LAUNCHER_TIMEOUT_S = 240
 TWO_HOSTS = ("127.0.0.1:2222", "127.0.0.1:2223")
 
 INCONSISTENT = {
@@ -85,12 +82,11 @@ def test_free_loopback_ports_are_distinct():
 
 
 def test_launcher_runs_a_cluster_streams_prefixed_logs_and_exits_with_the_chief(tmp_path):
-    process = subprocess.run(
-        [sys.executable, LAUNCHER, "--num_ps=1", "--num_workers=2", "--",
+    process = run_script(
+        LAUNCHER, "--num_ps=1", "--num_workers=2", "--",
          f"--train_dir={tmp_path / 'train'}", "--dataset_name=fashion_mnist", "--model_name=lenet", "--batch_size=8",
          "--max_number_of_steps=3", "--log_every_n_steps=1", "--precision=bfloat16", "--sync_replicas",
-         "--replicas_to_aggregate=2", "--num_preprocessing_threads=1", "--seed=0"],
-        capture_output=True, text=True, env=script_env(), timeout=LAUNCHER_TIMEOUT_S,
+         "--replicas_to_aggregate=2", "--num_preprocessing_threads=1", "--seed=0",
     )
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-2000:]
     lines = process.stdout.splitlines()
@@ -102,9 +98,6 @@ def test_launcher_runs_a_cluster_streams_prefixed_logs_and_exits_with_the_chief(
 
 
 def test_launcher_refuses_cluster_flags_among_the_training_flags():
-    process = subprocess.run(
-        [sys.executable, LAUNCHER, "--", "--model_name=lenet", "--num_ps_tasks=3"],
-        capture_output=True, text=True, env=script_env(), timeout=LAUNCHER_TIMEOUT_S,
-    )
+    process = run_script(LAUNCHER, "--", "--model_name=lenet", "--num_ps_tasks=3")
     assert process.returncode == 2
     assert process.stderr.strip().splitlines()[-1].startswith("error: --num_ps_tasks=3 is set by the launcher")

@@ -531,7 +531,7 @@ def test_mp_placement_flag_is_checked_and_passed_to_the_rewrite():
 
     with pytest.raises(ValueError, match="--mp_placement=fastest: placement='fastest' is not a placement"):
         PrecisionOptions(precision="bfloat16", mp_placement="fastest")
-    assert PrecisionOptions(precision="bfloat16", mp_placement="static").rewrite_options()["placement"] == "static"
+    assert PrecisionOptions(precision="bfloat16", mp_placement="static").rewrite_options().placement == "static"
 
 
 def test_float16_on_a_cpu_is_painted_statically_and_the_report_says_why(tmp_path):

@@ -1,13 +1,18 @@
-"""The graph pass on the networks tf_slim ships: low-precision train steps, fp32 masters, numerics."""
+"""The graph pass on the networks tf_slim also ships, built from ``nets`` (the official drop-in).
+
+``tf_slim.nets`` holds copies of alexnet, overfeat, vgg, inception v1-v3 and resnet v1/v2; users
+build them from the official ``nets`` package, which this repository provides. Checked: low-precision
+train steps, float32 masters, fp32-checkpoint restore and numerics against float32.
+"""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_slim as slim
-from tf_slim.nets import alexnet, inception, overfeat, resnet_v1, resnet_v2, vgg
 
 import slim_mp
 from graph_checks import float32_math_ops, reachable_ops
+from nets import alexnet, inception, overfeat, resnet_v1, resnet_v2, vgg
 
 # name -> (network fn, arg scope fn, image size used for build-only checks)
 NETS = {
@@ -15,8 +20,8 @@ NETS = {
     "overfeat": (overfeat.overfeat, overfeat.overfeat_arg_scope, 231),
     "vgg_a": (vgg.vgg_a, vgg.vgg_arg_scope, 224),
     "vgg_16": (vgg.vgg_16, vgg.vgg_arg_scope, 224),
-    "inception_v1": (inception.inception_v1, inception.inception_v3_arg_scope, 224),
-    "inception_v2": (inception.inception_v2, inception.inception_v3_arg_scope, 224),
+    "inception_v1": (inception.inception_v1, inception.inception_v1_arg_scope, 224),
+    "inception_v2": (inception.inception_v2, inception.inception_v2_arg_scope, 224),
     "inception_v3": (inception.inception_v3, inception.inception_v3_arg_scope, 299),
     "resnet_v1_50": (resnet_v1.resnet_v1_50, resnet_v1.resnet_arg_scope, 224),
     "resnet_v1_101": (resnet_v1.resnet_v1_101, resnet_v1.resnet_arg_scope, 224),

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from script_runs import EVAL_SCRIPT, check_ok, run_script, trained_lenet
+from script_runs import EVAL_SCRIPT, check_ok, evaluated_lenet, run_script, trained_lenet
 from slim_mp.datasets.fashion_mnist import load_bundled
 
 tf1 = tf.compat.v1
@@ -18,8 +18,21 @@ LOSS_RTOL = 1e-3
 
 
 @pytest.fixture(scope="module")
-def lenet_dir(tmp_path_factory):
-    return trained_lenet(str(tmp_path_factory.mktemp("eval_runs"))).train_dir
+def runs_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("eval_runs"))
+
+
+@pytest.fixture(scope="module")
+def lenet_dir(runs_dir):
+    return trained_lenet(runs_dir).train_dir
+
+
+@pytest.fixture(scope="module")
+def float32_metrics(runs_dir):
+    """The float32 evaluation of ``lenet_dir`` at a batch size (300) that does not divide the 2000 test images."""
+    evaluated = evaluated_lenet(runs_dir)
+    assert f"accuracy={evaluated.metrics['accuracy']:.4f}" in evaluated.stdout
+    return evaluated.metrics
 
 
 def run_eval(checkpoint_path: str, eval_dir: str, *args: str) -> dict:
@@ -51,8 +64,8 @@ def reference_metrics(train_dir: str) -> tuple:
     return float((values.argmax(axis=1) == TEST_LABELS).mean()), float(loss)
 
 
-def test_every_example_counts_once_and_matches_a_float32_reference(lenet_dir, tmp_path):
-    metrics = run_eval(lenet_dir, str(tmp_path), "--batch_size=300")  # 300 does not divide 2000
+def test_every_example_counts_once_and_matches_a_float32_reference(lenet_dir, float32_metrics):
+    metrics = float32_metrics
     accuracy, loss = reference_metrics(lenet_dir)
     assert metrics["num_examples"] == len(TEST_LABELS)
     assert metrics["accuracy"] == pytest.approx(accuracy, abs=ACCURACY_ATOL)
@@ -67,9 +80,9 @@ def test_max_num_batches_limits_the_examples(lenet_dir, tmp_path):
     assert metrics["num_examples"] == 600
 
 
-def test_bfloat16_inference_stays_close_to_float32(lenet_dir, tmp_path):
+def test_bfloat16_inference_stays_close_to_float32(lenet_dir, float32_metrics, tmp_path):
     """Tolerance: bfloat16 keeps 8 mantissa bits; 1% of the test set may flip, the mean loss moves < 5%."""
-    reference = run_eval(lenet_dir, str(tmp_path / "fp32"), "--batch_size=1000")
+    reference = float32_metrics
     mixed = run_eval(lenet_dir, str(tmp_path / "bf16"), "--batch_size=1000", "--precision=bfloat16")
     assert mixed["accuracy"] == pytest.approx(reference["accuracy"], abs=0.01)
     assert mixed["loss"] == pytest.approx(reference["loss"], rel=0.05)

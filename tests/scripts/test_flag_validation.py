@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 
 from script_runs import LENET_ARGS, TRAIN_SCRIPT, check_ok, run_script
+from slim_mp.loss_scale.divergence import TrainingDivergedError, read_divergence
 from slim_mp.loss_scale.skip_monitor import divergence_guard
-from slim_mp.training.loop import TrainingDivergedError, _diverged
 
 # Each case: extra flags, the start of the error line, a fragment naming the fix.
 REFUSED = {
@@ -98,7 +98,7 @@ def test_the_loss_scale_guard_becomes_one_line_with_the_step():
         with tf.compat.v1.Session() as session:
             with pytest.raises(tf.errors.InvalidArgumentError) as raised:
                 session.run(guard)
-            error = _diverged(raised.value, session, 7, None)
+            error = TrainingDivergedError(read_divergence(raised.value), 7, None)
     assert isinstance(error, TrainingDivergedError) and isinstance(error, ValueError)
     assert str(error) == (
         "Training diverged: 1 steps in a row were skipped with the loss scale at its minimum (1), because the "

@@ -12,7 +12,8 @@ from script_runs import REPO_ROOT, check_bad_input, check_ok, run_script
 from slim_mp.measure.parity import StepLog
 
 PARITY_SCRIPT = os.path.join(REPO_ROOT, "scripts", "parity.py")
-STEPS = 20
+STEPS = 8
+LOG_EVERY = 4
 SEEDS = (0, 1)
 PRECISIONS = ("float32", "bfloat16")
 SUMMARY_RTOL = 1e-9  # mean/std recomputed in float64 from the same per-seed values
@@ -26,7 +27,7 @@ def parity_run(tmp_path_factory):
     process = check_ok(run_script(
         PARITY_SCRIPT, "--model_name=lenet", "--dataset_name=fashion_mnist", "--precision=bfloat16",
         f"--steps={STEPS}", f"--seeds={','.join(map(str, SEEDS))}", f"--output_dir={output_dir}",
-        "--batch_size=32", "--learning_rate=0.01", "--log_every_n_steps=10",
+        "--batch_size=32", "--learning_rate=0.01", f"--log_every_n_steps={LOG_EVERY}",
     ))
     with open(os.path.join(output_dir, "parity.json"), encoding="utf-8") as handle:
         return output_dir, json.load(handle), process.stdout
@@ -48,7 +49,7 @@ def test_writes_json_markdown_and_a_png_with_every_precision_and_seed(parity_run
     assert "loss_curves.png" in markdown
     picture = mpimg.imread(os.path.join(output_dir, "loss_curves.png"))
     assert picture.ndim == 3 and min(picture.shape[:2]) > 100
-    assert "float32 seed 0: step=10 " in stdout and "bfloat16 seed 1: step=20 " in stdout  # progress lines
+    assert f"float32 seed 0: step={LOG_EVERY} " in stdout and f"bfloat16 seed 1: step={STEPS} " in stdout  # progress
 
 
 def test_every_run_records_one_loss_point_per_step(parity_run):

@@ -1,11 +1,18 @@
 """Run the training and evaluation scripts as subprocesses, the way a user does, and read what they leave."""
 
+import atexit
 import dataclasses
+import json
 import os
 import re
+import select
+import shutil
+import signal
 import subprocess
 import sys
-from typing import Dict, List
+import tempfile
+import threading
+from typing import Dict, List, Optional
 
 import tensorflow as tf
 
@@ -29,11 +36,87 @@ def script_env() -> Dict[str, str]:
     return dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
 
 
+# SLIM_MP_TEST_FRESH_PROCESSES=1 runs every script in a fresh interpreter instead of a fork of the preloaded one.
+FRESH_PROCESSES_ENV = "SLIM_MP_TEST_FRESH_PROCESSES"
+PRELOADED_SERVER = os.path.join(REPO_ROOT, "tests", "support", "preloaded_scripts.py")
+
+
+class _PreloadedScripts:
+    """The client of one ``preloaded_scripts.py`` server for this test process, started on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._server: Optional[subprocess.Popen] = None
+        self._output_dir = ""
+        self._pending = b""
+
+    def _started(self) -> subprocess.Popen:
+        if self._server is None or self._server.poll() is not None:
+            self._output_dir = tempfile.mkdtemp(prefix="slim_mp_test_script_output_")
+            self._server = subprocess.Popen(
+                [sys.executable, PRELOADED_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                env=script_env(),
+            )
+            self._pending = b""
+            atexit.register(self._stop, self._server)
+        return self._server
+
+    @staticmethod
+    def _stop(server: subprocess.Popen) -> None:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+    def _reply(self, server: subprocess.Popen, timeout_s: Optional[float]) -> dict:
+        """The server's next JSON line; TimeoutError after ``timeout_s`` seconds without one."""
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([server.stdout], [], [], timeout_s)
+            if not ready:
+                raise TimeoutError
+            data = os.read(server.stdout.fileno(), 4096)
+            assert data, "the preloaded script server died"
+            self._pending += data
+        line, self._pending = self._pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def run(self, argv: List[str]) -> subprocess.CompletedProcess:
+        """Run ``python argv...`` in a fork of the server; the result as ``subprocess.run`` gives it."""
+        with self._lock:
+            server = self._started()
+            outputs = tempfile.mkdtemp(dir=self._output_dir)
+            stdout_path, stderr_path = os.path.join(outputs, "stdout"), os.path.join(outputs, "stderr")
+            for path in (stdout_path, stderr_path):
+                open(path, "w").close()
+            request = {"script": argv[1], "args": argv[2:], "env": script_env(), "cwd": os.getcwd(),
+                       "stdout": stdout_path, "stderr": stderr_path}
+            server.stdin.write(json.dumps(request).encode() + b"\n")
+            pid = self._reply(server, None)["pid"]
+            try:
+                returncode = self._reply(server, TIMEOUT_S)["returncode"]
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                self._reply(server, None)
+                raise subprocess.TimeoutExpired(argv, TIMEOUT_S) from None
+            with open(stdout_path, encoding="utf-8") as stdout, open(stderr_path, encoding="utf-8") as stderr:
+                process = subprocess.CompletedProcess(argv, returncode, stdout.read(), stderr.read())
+            shutil.rmtree(outputs)
+            return process
+
+
+_PRELOADED = _PreloadedScripts()
+
+
 def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
-    """Run ``script`` with ``args``; return the finished process (text stdout/stderr)."""
-    return subprocess.run(
-        [sys.executable, script, *args], capture_output=True, text=True, env=script_env(), timeout=TIMEOUT_S
-    )
+    """Run ``script`` with ``args`` as ``python script args...`` does; return the finished process (text output).
+
+    The run is a fork of a process that has already imported TensorFlow and slim_mp
+    (``preloaded_scripts.py``), which saves the import's seconds on every run; the script itself
+    starts fresh in it, as ``__main__``, with this process's environment and working directory.
+    Tests of a script's own process handling (signals, streaming output) use ``subprocess`` directly.
+    """
+    argv = [sys.executable, script, *args]
+    if os.environ.get(FRESH_PROCESSES_ENV) == "1":
+        return subprocess.run(argv, capture_output=True, text=True, env=script_env(), timeout=TIMEOUT_S)
+    return _PRELOADED.run(argv)
 
 
 def check_ok(process: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
@@ -82,3 +165,28 @@ def trained_lenet(base_dir: str, precision: str = "float32", steps: int = 30) ->
         ))
         _TRAINED[key] = TrainedRun(train_dir, process.stdout)
     return _TRAINED[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatedRun:
+    metrics: dict
+    stdout: str
+
+
+_EVALUATED: Dict[str, EvaluatedRun] = {}
+EVAL_BATCH_SIZE = 300  # does not divide the 2000 test images, so the last, smaller batch is evaluated too
+
+
+def evaluated_lenet(base_dir: str) -> EvaluatedRun:
+    """The eval script's float32 metrics.json and stdout for ``trained_lenet(base_dir)``, run once per process."""
+    if "float32" not in _EVALUATED:
+        run = trained_lenet(base_dir)
+        eval_dir = os.path.join(base_dir, "eval-float32")
+        process = check_ok(run_script(
+            EVAL_SCRIPT, f"--checkpoint_path={run.train_dir}", f"--eval_dir={eval_dir}", "--dataset_name=fashion_mnist",
+            "--model_name=lenet", f"--batch_size={EVAL_BATCH_SIZE}",
+        ))
+        with open(os.path.join(eval_dir, "metrics.json"), encoding="utf-8") as handle:
+            _EVALUATED["float32"] = EvaluatedRun(json.load(handle), process.stdout)
+    return _EVALUATED["float32"]
+

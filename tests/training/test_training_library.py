@@ -43,6 +43,19 @@ def test_aux_logits_add_a_loss_weighted_point_four_with_label_smoothing():
     assert total == pytest.approx(expected, rel=RTOL)
 
 
+@pytest.mark.parametrize("loss_scale", ["big", "0.5", "inf", "nan", "-2"])
+def test_a_bad_loss_scale_is_refused_when_the_options_are_built_with_one_wording(loss_scale):
+    with pytest.raises(ValueError) as raised:
+        LossScaleOptions(loss_scale=loss_scale)
+    assert str(raised.value) == (f"--loss_scale={loss_scale} is neither 'dynamic' nor a number >= 1; "
+                                 "pass e.g. --loss_scale=dynamic or --loss_scale=128.")
+
+
+@pytest.mark.parametrize("loss_scale", [None, "dynamic", "1", "128", "1e30"])
+def test_the_loss_scales_the_flag_accepts_build_options(loss_scale):
+    assert LossScaleOptions(loss_scale=loss_scale).loss_scale == loss_scale
+
+
 def test_loss_scale_options_pick_the_manager():
     with tf.Graph().as_default():
         assert isinstance(LossScaleOptions().manager("float16"), ExponentialUpdateLossScaleManager)
@@ -53,8 +66,6 @@ def test_loss_scale_options_pick_the_manager():
         fixed = LossScaleOptions(loss_scale="128").manager("float16")
         with tf1.Session() as session:
             assert session.run(fixed.get_loss_scale()) == 128.0
-        with pytest.raises(ValueError, match="--loss_scale='big'"):
-            LossScaleOptions(loss_scale="big").manager("float16")
         with pytest.raises(ValueError, match="--loss_scale_"):
             LossScaleOptions(loss_scale="dynamic", loss_scale_decr_ratio=2.0).manager("float16")
 

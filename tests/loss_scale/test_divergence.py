@@ -1,0 +1,72 @@
+"""The divergence checks' real TensorFlow errors read back as structured ``Divergence`` values."""
+
+import pytest
+import tensorflow as tf
+
+from slim_mp.loss_scale.divergence import (LOSS_CHECK, LOSS_SCALE_GUARD, TrainingDivergedError, loss_check,
+                                           read_divergence, with_diagnosis)
+from slim_mp.loss_scale.skip_monitor import divergence_guard
+
+tf1 = tf.compat.v1
+LOSS_SENTENCE = "The loss is inf or NaN; lower --learning_rate or check the input data"
+DIAGNOSIS = "the first non-finite value came from op 'net/conv1/Conv2D_fp16' (forward pass), at loss scale 8"
+
+
+def _error_of(build) -> tf.errors.InvalidArgumentError:
+    """Run the op ``build()`` makes in a fresh graph; return the InvalidArgumentError it raises."""
+    with tf.Graph().as_default():
+        op = build()
+        with tf1.Session() as session, pytest.raises(tf.errors.InvalidArgumentError) as raised:
+            session.run(op)
+    return raised.value
+
+
+def _failed_loss_check():
+    return _error_of(lambda: loss_check(tf.constant(float("inf"))))
+
+
+def _failed_guard():
+    def build():
+        weights = [tf1.Variable(1.0, name=name) for name in ("conv1/weights", "fc/weights")]
+        gradients = [(tf.constant(float("nan")), weights[0]), (tf.constant(1.0), weights[1])]
+        return divergence_guard(tf.constant(3), 3, gradients, tf.constant([False, True]), tf.constant(1.0))
+    return _error_of(build)
+
+
+def test_a_failed_loss_check_reads_as_the_loss_check():
+    divergence = read_divergence(_failed_loss_check())
+    assert (divergence.check, divergence.sentence, divergence.diagnosis) == (LOSS_CHECK, LOSS_SENTENCE, None)
+    error = TrainingDivergedError(divergence, 12, 128.0)
+    assert str(error) == f"{LOSS_SENTENCE} (at step 12 with loss scale 128)."
+    assert (error.step, error.loss_scale) == (12, 128.0) and isinstance(error, ValueError)
+
+
+def test_the_loss_scale_guard_reads_as_the_guard_with_its_whole_sentence():
+    divergence = read_divergence(_failed_guard())
+    assert divergence.check == LOSS_SCALE_GUARD and divergence.diagnosis is None
+    assert divergence.sentence == (
+        "Training diverged: 3 steps in a row were skipped with the loss scale at its minimum (1), because the "
+        "gradients of 1 variable(s) hold inf or NaN even unscaled, first: conv1/weights. Run these layers in "
+        "bfloat16, or add the ops that feed them to the float16 deny list.")
+    assert str(TrainingDivergedError(divergence, 40, 1.0)).endswith("deny list (at step 40 with loss scale 1).")
+
+
+@pytest.mark.parametrize("failure, check", [(_failed_loss_check, LOSS_CHECK), (_failed_guard, LOSS_SCALE_GUARD)])
+def test_a_diagnosis_added_to_either_check_is_read_back_and_ends_the_message(failure, check):
+    original = failure()
+    diagnosed = with_diagnosis(original, DIAGNOSIS + ".")
+    assert type(diagnosed) is type(original) and diagnosed.op is original.op
+    divergence = read_divergence(diagnosed)
+    assert (divergence.check, divergence.diagnosis) == (check, DIAGNOSIS)
+    message = str(TrainingDivergedError(divergence, 5, 8.0))
+    # The diagnosis names the loss scale the step ran with; the message does not repeat it.
+    assert message.endswith(f" (at step 5). Diagnosis (--mp_debug_nonfinite): {DIAGNOSIS}."), message
+
+
+def test_other_failures_are_not_divergence():
+    unrelated = [
+        _error_of(lambda: tf.debugging.check_numerics(tf.constant(float("nan")), "the images hold NaN")),
+        _error_of(lambda: tf.debugging.Assert(tf1.placeholder_with_default(False, []), ["Training diverged? no"])),
+    ]
+    for error in unrelated:
+        assert read_divergence(error) is None, error.message

@@ -1,0 +1,51 @@
+"""run_script (tests/support/script_runs.py): a forked script run reports what `python script.py` would."""
+
+import json
+import os
+import signal
+
+import pytest
+
+from script_runs import run_script
+
+SCRIPT = """
+import json, os, signal, sys
+mode = sys.argv[1]
+print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "name": __name__, "file": __file__,
+                  "path0": sys.path[0], "marker": os.environ.get("SCRIPT_RUNS_MARKER")}))
+sys.stderr.write("to stderr\\n")
+if mode == "raise":
+    raise RuntimeError("uncaught")
+if mode == "exit":
+    sys.exit(3)
+if mode == "kill":
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "tool" / "probe.py"
+    path.parent.mkdir()
+    path.write_text(SCRIPT)
+    return str(path)
+
+
+def test_a_run_gets_argv_environment_working_directory_and_its_own_main(script, tmp_path, monkeypatch):
+    monkeypatch.setenv("SCRIPT_RUNS_MARKER", "set by the test")
+    monkeypatch.chdir(tmp_path)
+    process = run_script(script, "ok", "--flag=1")
+    assert process.returncode == 0, process.stderr
+    assert process.stderr == "to stderr\n"
+    seen = json.loads(process.stdout)
+    assert seen == {"argv": [script, "ok", "--flag=1"], "cwd": str(tmp_path), "name": "__main__", "file": script,
+                    "path0": os.path.dirname(script), "marker": "set by the test"}
+
+
+@pytest.mark.parametrize("mode, returncode", [("raise", 1), ("exit", 3), ("kill", -signal.SIGKILL)])
+def test_exit_status_is_the_scripts_own(script, mode, returncode):
+    process = run_script(script, mode)
+    assert process.returncode == returncode, process.stderr
+    assert '"argv"' in process.stdout
+    assert ("Traceback" in process.stderr and "RuntimeError: uncaught" in process.stderr) == (mode == "raise")
