@@ -7,12 +7,20 @@ interleaved in one process), peak memory (each configuration in its own subproce
 and in the graph, and the slim_mp pass time. By default only the low precisions the device runs
 natively are measured; name emulated ones with --precisions to measure them too. Writes
 DIR/benchmark.json, DIR/benchmark.md and DIR/benchmark.png (speed-ups vs float32).
+
+--background_load=N runs all of that beside N busy-loop processes (one per core, pinned; always
+stopped at the end), the measured placement deciding under that load (pinned in
+DIR/placements/); then, the load stopped, float32 and each decided placement are re-timed side by
+side, and the reports show per model "decided under load" and "quiet re-timing".
 """
+
+import os
+
 
 from absl import flags
 
 from slim_mp.devices import detect_device, precision_support
-from slim_mp.measure import benchmark_report, benchmark_suite
+from slim_mp.measure import benchmark_load, benchmark_report, benchmark_suite
 from slim_mp.training import cli
 
 DEFAULT_MODELS = ["resnet_v1_50", "inception_v3", "mobilenet_v1", "vgg_16", "resnet_v1_18"]
@@ -24,6 +32,8 @@ flags.DEFINE_integer("image_size", None, "Input height and width; unset means ea
 flags.DEFINE_integer("rounds", 10, "Timed steps per configuration (interleaved rounds).")
 flags.DEFINE_integer("warmup", 3, "Untimed steps per configuration before timing.")
 flags.DEFINE_integer("memory_steps", 3, "Steps each peak-memory subprocess runs.")
+flags.DEFINE_integer("background_load", 0, "Busy-loop processes (one per core) to run while benchmarking; "
+                     "the placement is decided under them, then re-timed quietly. 0: none.")
 flags.DEFINE_string("output_dir", None, "Folder for benchmark.json, benchmark.md and benchmark.png.")
 flags.mark_flag_as_required("output_dir")
 FLAGS = flags.FLAGS
@@ -38,6 +48,7 @@ def main() -> None:
     """Check the flags, benchmark every model and write the three reports."""
     settings = benchmark_suite.Settings(FLAGS.batch_size, FLAGS.image_size, FLAGS.rounds, FLAGS.warmup,
                                         FLAGS.memory_steps)
+    background_load = benchmark_load.check_background_load(FLAGS.background_load)
     models = benchmark_suite.check_models([name for name in FLAGS.models if name])
     device = detect_device()
     precisions = benchmark_suite.choose_precisions([name for name in FLAGS.precisions if name], device)
@@ -45,7 +56,10 @@ def main() -> None:
     for support in precision_support(device).values():
         progress(support.describe())
     progress(f"benchmarking: float32 and {', '.join(precisions)}")
-    run = benchmark_suite.run_suite(models, precisions, settings, device, progress)
+    run = benchmark_suite.run_suite(models, precisions, settings, device, progress, background_load,
+                                    os.path.join(FLAGS.output_dir, "placements"))
+    for line in benchmark_load.summary_lines(run.quiet_retimings):
+        progress(line)
     for path in benchmark_report.write_benchmark_reports(run, FLAGS.output_dir).values():
         progress(f"wrote {path}")
 

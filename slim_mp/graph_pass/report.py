@@ -111,6 +111,8 @@ def _placement_line(plan: PlacementPlan, precision: str) -> str:
     if None not in estimates:
         line += (f"; estimated {plan.estimated_ms:.1f} ms vs {plan.static_estimated_ms:.1f} ms "
                  f"with the static lists and {plan.float32_estimated_ms:.1f} ms all in float32")
+    if plan.check is not None:
+        line += f"; {plan.check.summary()}"
     return line + f"; {plan.seconds:.2f}s"
 
 

@@ -2,7 +2,8 @@
 
 The JSON keeps every measurement (per-round step times included); the markdown table has one row
 per (model, configuration), "n/a" with the reason for one that could not be built or run; the bar
-chart shows each measured configuration's speed-up over float32.
+chart shows each measured configuration's speed-up over float32. A run under a background load
+adds, per measured placement, what was decided under the load and its quiet re-timing beside float32.
 """
 
 import dataclasses
@@ -13,12 +14,16 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from slim_mp.json_files import write_json_atomically
+from slim_mp.measure.benchmark_load import QuietRetiming
 from slim_mp.measure.benchmark_suite import BASELINE, SuiteRun, VariantResult
 
 MIB = 2 ** 20
 TABLE_HEADER = ("| model | config | precision | ms/step (median) | images/s | speed-up vs fp32 | peak memory (MiB) "
                 "| above baseline (MiB) | casts run | casts in graph | pass (s) |")
 TABLE_RULE = "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+LOAD_HEADER = ("| model | config | decided under load: allow ops float32 / low | whole-step check "
+               "| slim_mp/float32 under load | quiet float32 ms | quiet slim_mp ms | slim_mp/float32 quiet |")
+LOAD_RULE = "|---|---|---:|---|---:|---:|---:|---:|"
 
 
 def _memory_methods(run: SuiteRun) -> List[str]:
@@ -35,6 +40,8 @@ def as_json(run: SuiteRun) -> dict:
         "memory_methods": _memory_methods(run),
         "skipped": list(run.skipped),
         "results": [dataclasses.asdict(result) for result in run.results],
+        "background_load": run.background_load,
+        "quiet_retimings": [dataclasses.asdict(retiming) for retiming in run.quiet_retimings],
     }
 
 
@@ -54,6 +61,36 @@ def _table_row(result: VariantResult) -> str:
              f"{(result.peak_memory_bytes - result.baseline_memory_bytes) / MIB:.1f}",
              str(result.casts_executed), str(result.casts_in_graph), pass_time)
     return "| " + " | ".join(cells) + " |"
+
+
+def _number(value, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def load_row(retiming: QuietRetiming) -> str:
+    """One row of the load table: the decision made under load and its quiet re-timing."""
+    if retiming.unavailable:
+        cells = (retiming.model, retiming.label, f"n/a: {retiming.unavailable}", *("-" for _ in range(5)))
+    else:
+        cells = (retiming.model, retiming.label, f"{retiming.float32_ops} / {retiming.low_ops}",
+                 retiming.check or "-", _number(retiming.loaded_ratio, "{:.3f}"),
+                 _number(retiming.quiet_float32_ms, "{:.1f}"), _number(retiming.quiet_slim_mp_ms, "{:.1f}"),
+                 _number(retiming.quiet_ratio, "{:.3f}"))
+    return "| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |"
+
+
+def _load_section(run: SuiteRun) -> List[str]:
+    """The markdown on the background load: how it ran and the decided-under-load / quiet table."""
+    if not run.background_load:
+        return []
+    return [
+        "", "## Decided under load, re-timed quiet", "",
+        f"Everything above ran beside {run.background_load} busy-loop process(es) (one per core, pinned), the "
+        "measured placement deciding (and pinning) its choice under that load. Then the load was stopped and "
+        f"float32 and each pinned placement were re-timed side by side, {run.settings.rounds} interleaved rounds. "
+        "slim_mp/float32: median over rounds of the placement's step time divided by float32's in the same round "
+        "(below 1 is faster).", "", LOAD_HEADER, LOAD_RULE, *(load_row(r) for r in run.quiet_retimings),
+    ]
 
 
 def as_markdown(run: SuiteRun) -> str:
@@ -77,7 +114,7 @@ def as_markdown(run: SuiteRun) -> str:
     ]
     if run.skipped:
         lines += ["", *(f"Left out: {note}." for note in run.skipped)]
-    lines += ["", TABLE_HEADER, TABLE_RULE, *(_table_row(result) for result in run.results), ""]
+    lines += ["", TABLE_HEADER, TABLE_RULE, *(_table_row(result) for result in run.results), *_load_section(run), ""]
     return "\n".join(lines)
 
 

@@ -7,6 +7,10 @@ interleaved (``slim_mp.measure.benchmark_step``), so that noise on a shared mach
 median over rounds of float32's step time divided by the variant's in the same round. A variant
 that cannot be built or run (say, the floor of a network with an op that has no low-precision
 kernel) is reported as unavailable with the reason, and the others go on.
+
+With a background load (``benchmark_load``), all of that runs beside the load, each measured
+placement pinned in a decisions file; then the load is stopped and float32 and each pinned
+placement are re-timed side by side on the quiet machine.
 """
 
 import dataclasses
@@ -16,7 +20,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from nets import nets_factory
-from slim_mp.measure import benchmark_step
+from slim_mp.graph_pass import PlacementOptions
+from slim_mp.measure import benchmark_load, benchmark_step
 from slim_mp.measure import peak_memory
 from slim_mp.devices import DeviceInfo, PrecisionSupport, native_precisions, precision_support
 from slim_mp.precision import resolve_precision, short_name
@@ -183,16 +188,25 @@ def _measure_memory(model: str, variants: Sequence[Variant], settings: Settings,
 
 
 def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, progress: Progress,
-                 failures: Dict[str, str]) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, int]]:
-    """Build and run once each variant not yet failed: (steps, casts executed); failures go into ``failures``."""
+                 failures: Dict[str, str], decisions_dir: Optional[str] = None,
+                 ) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, int]]:
+    """Build and run once each variant not yet failed: (steps, casts executed); failures go into ``failures``.
+
+    With ``decisions_dir``, each measured placement is pinned there (``benchmark_load.decisions_path``).
+    """
     steps, casts = {}, {}
     for variant in variants:
         if variant.label in failures:
             continue
         step = None
+        options = None
+        if decisions_dir and benchmark_step.PLACEMENT_OF.get(variant.config) == "measured":
+            pinned = benchmark_load.decisions_path(decisions_dir, model, variant.label)
+            options = PlacementOptions(decisions_file=pinned)
         try:
             step = benchmark_step.build_benchmark_step(
-                variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size)
+                variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size,
+                placement_options=options)
             casts[variant.label] = benchmark_step.executed_casts(step)
         except (ValueError, TypeError, tf.errors.OpError) as error:
             if step is not None:
@@ -207,14 +221,16 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
 
 def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
                     support: Dict[str, PrecisionSupport], memory: Dict[str, peak_memory.MemoryMeasurement],
-                    progress: Progress, failures: Optional[Dict[str, str]] = None) -> List[VariantResult]:
+                    progress: Progress, failures: Optional[Dict[str, str]] = None,
+                    decisions_dir: Optional[str] = None) -> List[VariantResult]:
     """Interleaved timing of all ``variants`` of ``model``, joined with their ``memory`` measurements by label.
 
     ``failures`` (label -> reason) are variants already known not to work; more are added when a
     build or first run fails. Without a float32 baseline every variant of the model is unavailable.
+    ``decisions_dir``: pin each measured placement there (see ``_build_steps``).
     """
     failures = dict(failures or {})
-    steps, casts = _build_steps(model, variants, settings, progress, failures)
+    steps, casts = _build_steps(model, variants, settings, progress, failures, decisions_dir)
     if BASELINE in failures:
         for step in steps.values():
             step.session.close()
@@ -258,20 +274,40 @@ class SuiteRun:
     precisions: Tuple[str, ...]
     skipped: Tuple[str, ...]
     results: Tuple[VariantResult, ...]
+    background_load: int = 0
+    quiet_retimings: Tuple[benchmark_load.QuietRetiming, ...] = ()
 
 
 def run_suite(models: Sequence[str], precisions: Sequence[str], settings: Settings, device: DeviceInfo,
-              progress: Progress) -> SuiteRun:
+              progress: Progress, background_load: int = 0, decisions_dir: Optional[str] = None) -> SuiteRun:
     """Measure every model's memory first, then time one model's variants at a time.
 
     Memory comes first because TensorFlow never hands GPU memory back: once this process has run
-    a session on the GPU, a subprocess could no longer allocate what it needs there.
+    a session on the GPU, a subprocess could no longer allocate what it needs there. With
+    ``background_load`` busy processes all of this runs beside them, each measured placement pinned
+    in ``decisions_dir`` (required then); then the load stops and the placements are re-timed quietly.
     """
     variants, skipped = plan_variants(precisions, device)
     support = precision_support(device)
     failures: Dict[str, Dict[str, str]] = {model: {} for model in models}
-    memory = {model: _measure_memory(model, variants, settings, progress, failures[model]) for model in models}
-    results = []
-    for model in models:
-        results.extend(benchmark_model(model, variants, settings, support, memory[model], progress, failures[model]))
-    return SuiteRun(device, support, settings, tuple(precisions), tuple(skipped), tuple(results))
+    pinned = decisions_dir if background_load else None
+    if pinned:
+        benchmark_load.remove_decisions(pinned, [(model, variant.label) for model in models for variant in variants])
+    with benchmark_load.BackgroundLoad(background_load) as load:
+        if background_load:
+            progress(f"background load: {background_load} busy-loop process(es), pids {load.pids}")
+        memory = {model: _measure_memory(model, variants, settings, progress, failures[model]) for model in models}
+        results = []
+        for model in models:
+            results.extend(benchmark_model(model, variants, settings, support, memory[model], progress,
+                                           failures[model], pinned))
+    run = SuiteRun(device, support, settings, tuple(precisions), tuple(skipped), tuple(results), background_load)
+    if not pinned:
+        return run
+    progress("background load stopped")
+    measured = [r for r in results if benchmark_step.PLACEMENT_OF.get(r.config) == "measured"]
+    baselines = {r.model: r for r in results if r.label == BASELINE}
+    retimings = tuple(benchmark_load.retime_quietly(
+        result, baselines.get(result.model), pinned, background_load, settings.batch_size, settings.image_size,
+        settings.rounds, settings.warmup, progress) for result in measured)
+    return dataclasses.replace(run, quiet_retimings=retimings)

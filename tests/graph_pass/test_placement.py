@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 
 from slim_mp.graph_pass import placement
-from slim_mp.graph_pass.placement import OpSignature, OpTiming, PlacementOptions, measured, target, timing_cache
+from slim_mp.graph_pass.placement import (OpSignature, OpTiming, PlacementOptions, Timed, stopwatch, target,
+                                          timed_steps, timing_cache)
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.estimate import fit_cast_model
 from slim_mp.graph_pass.placement.micro_benchmark import micro_benchmark
@@ -46,7 +47,7 @@ def _refuse(signatures, precision):
     raise AssertionError(f"measured {signatures} although the timings should come from the cache or the file")
 
 
-def _refuse_steps(candidates):
+def _refuse_steps(candidates, reference):
     raise AssertionError(f"timed {candidates} although no step should be timed")
 
 
@@ -72,15 +73,17 @@ def _rewrite(loss, tmp_path, measure, **options):
 
 
 class FakeSteps:
-    """Whole-step timings from a function of the candidate, recording every batch it is asked for."""
+    """Whole-step timings from a function of the candidate (milliseconds, or a ``Timed`` with its noise),
+    recording every batch it is asked for: the search's, then the whole-step check's."""
 
     def __init__(self, ms_of):
         self.ms_of = ms_of
         self.asked = []
 
-    def __call__(self, candidates):
+    def __call__(self, candidates, reference):
         self.asked.append(list(candidates))
-        return [self.ms_of(candidate) for candidate in candidates]
+        values = [self.ms_of(candidate) for candidate in candidates]
+        return [value if isinstance(value, Timed) else Timed(value) for value in values]
 
 
 def _conv_bias_chain():
@@ -175,10 +178,13 @@ def test_timed_whole_steps_overrule_the_estimate(tmp_path):
     assert report.placement.float32_ops == {}
     assert report.placement.low_ops == ["conv0", "conv1", "conv2"]
     assert _op_dtype(graph, "conv1_bf16") == tf.bfloat16
-    (timed,) = steps.asked
+    timed, checked = steps.asked
     assert {frozenset(c.float32_ops) for c in timed} >= {frozenset(), frozenset({"conv0", "conv1", "conv2"})}
     chosen = [c for c in report.to_dict()["placement"]["candidates"] if c["chosen"]]
     assert [(c["float32_ops"], c["step_ms"]) for c in chosen] == [(0, 5.0)]
+    # The choice, re-timed beside all float32 (and static, the same placement here), wins: 5 vs 8 ms.
+    assert [frozenset(c.float32_ops) for c in checked] == [frozenset(), frozenset({"conv0", "conv1", "conv2"})]
+    assert report.placement.check.verdict == "accepted"
 
 
 def test_ops_kept_float32_by_timed_steps_give_both_step_times(tmp_path):
@@ -188,8 +194,9 @@ def test_ops_kept_float32_by_timed_steps_give_both_step_times(tmp_path):
     reasons = report.placement.float32_ops
     assert set(reasons) == {"conv0", "conv1", "conv2"} and report.ops_converted == 0
     # The fastest step with conv1 in bfloat16 (none demoted: 9 ms) against the chosen one (6 ms).
-    assert reasons["conv1"].startswith("slower in bfloat16 on this device: 9.000 ms vs 6.000 ms in float32 "
-                                       "(whole training steps timed side by side; this op alone 0.900 vs 1.000 ms)")
+    assert reasons["conv1"] == ("slower in bfloat16 on this device: bfloat16 9.000 ms vs float32 6.000 ms: 50% "
+                                "slower (whole training steps timed side by side; this op alone 0.900 vs 1.000 ms)")
+    assert report.placement.check is None, "all float32 lowers nothing: there is nothing to check"
 
 
 @pytest.mark.parametrize("low_ms, expected_float32", [(9.95, 3), (9.8, 0)])
@@ -199,8 +206,8 @@ def test_low_precision_must_beat_the_float32_step_by_one_percent(tmp_path, low_m
     reasons = report.placement.float32_ops
     assert len(reasons) == expected_float32
     if expected_float32:
-        assert reasons["conv1"].startswith("not worth bfloat16 on this device: 9.950 ms vs 10.000 ms in float32, "
-                                           "a win under 1%")
+        assert reasons["conv1"].startswith("not worth bfloat16 on this device: bfloat16 9.950 ms vs float32 "
+                                           "10.000 ms: a 0.5% win is inside the 1.0% noise floor")
 
 
 def test_timed_steps_are_cached(tmp_path):
@@ -213,9 +220,88 @@ def test_timed_steps_are_cached(tmp_path):
 
 def test_candidates_within_one_percent_are_not_timed(tmp_path):
     # 1.0 vs 0.999 ms: every placement estimates the same to 0.1%, below what a timing can tell apart.
+    # The casts tip the estimate to all float32, which lowers nothing: no whole-step check either.
     report = _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 1.0 / 1.2 - 0.001)}),
                       measure_steps=_refuse_steps)
     assert all(c.step_ms is None for c in report.placement.candidates)
+    assert report.placement.check is None and report.ops_converted == 0
+
+
+@pytest.mark.parametrize("noise, expected_float32", [(0.07, 3), (0.03, 0)])
+def test_a_win_inside_the_measured_noise_keeps_float32_and_says_so(tmp_path, noise, expected_float32):
+    # Low precision is 5.3% faster (9.5 vs 10 ms): inside a measured noise of 7%, beyond one of 3%.
+    steps = FakeSteps(lambda candidate: Timed(10.0) if len(candidate.float32_ops) == 3 else Timed(9.5, noise))
+    report = _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=steps)
+    reasons = report.placement.float32_ops
+    assert len(reasons) == expected_float32
+    if expected_float32:
+        assert reasons["conv1"].startswith("not worth bfloat16 on this device: bfloat16 9.500 ms vs float32 "
+                                           "10.000 ms: a 5.3% win is inside this machine's measured noise of 7.0%")
+        assert report.placement.check is None
+    else:
+        assert report.placement.check.verdict == "accepted"
+        assert "a 5.3% win, beyond this machine's measured noise of 3.0%" in report.placement.check.reason
+
+
+def _fast_convs_slow_steps(tmp_path, ms_of, **options):
+    """Convs 4x faster alone (the search lowers them), whole steps timed by ``ms_of``: the rewrite's report."""
+    return _rewrite(_conv_chain(3)[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(4.0, 1.0)}),
+                    measure_steps=FakeSteps(ms_of), **options)
+
+
+def test_the_whole_step_check_rejects_a_placement_slower_than_float32(tmp_path):
+    path = str(tmp_path / "run" / "placement.json")
+    report = _fast_convs_slow_steps(tmp_path, lambda c: 10.0 if len(c.float32_ops) == 3 else 12.0,
+                                    decisions_file=path)
+    plan = report.placement
+    assert set(plan.float32_ops) == {"conv0", "conv1", "conv2"} and plan.low_ops == [] and report.ops_converted == 0
+    assert plan.check.verdict == "float32"
+    assert (plan.check.chosen_ms, plan.check.float32_ms, plan.check.static_ms) == (12.0, 10.0, 12.0)
+    assert plan.float32_ops["conv1"] == ("kept float32 by the whole-step check: the chosen bfloat16 placement "
+                                         "with 3 allow ops low 12.000 ms vs float32 10.000 ms: 20% slower")
+    assert "whole-step check: float32 (" in report.summary()
+    stored = json.load(open(path))
+    assert stored["check"]["verdict"] == "float32" and stored["check"]["float32_ms"] == 10.0
+    graph, loss = _conv_chain(3)
+    again = _rewrite(loss, tmp_path / "elsewhere", _refuse, measure_steps=_refuse_steps, decisions_file=path,
+                     write_decisions=False)
+    assert again.placement.check == plan.check and again.ops_converted == 0
+
+
+def test_the_whole_step_check_falls_back_to_static_only_when_it_beats_float32(tmp_path):
+    # The search keeps the tail low (its shortlist says 8 ms); re-timed it is 10.5 ms, static 9 ms, float32 10 ms.
+    def ms_of(candidate):
+        if candidate.float32_ops:
+            return 10.0
+        return (8.0 if len(steps.asked) == 1 else 10.5) if candidate.tail_low else 9.0
+    steps = FakeSteps(ms_of)
+    graph, loss = _conv_bias_chain()
+    report = _rewrite(loss, tmp_path, FakeMeasure({"Conv2D": OpTiming(4.0, 1.0)}, cast_ms=0.5), measure_steps=steps)
+    plan = report.placement
+    assert len(steps.asked) == 2 and plan.check.verdict == "static", plan.check
+    assert plan.tail_low is False and plan.low_ops == ["conv"] and plan.float32_ops == {}
+    assert "the static bfloat16 placement 9.000 ms vs float32 10.000 ms: a 11% win" in plan.check.reason
+
+
+def _conv_then_while_loop():
+    """Two convs, then a TF1 while loop: a region the whole-step copies cannot stand for. Returns the loss."""
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf1.placeholder(tf.float32, [2, 8, 8, 4])
+        weights = tf1.get_variable("w", [3, 3, 4, 4])
+        net = tf.nn.conv2d(images, weights, strides=1, padding="SAME", name="conv0")
+        net = tf.nn.conv2d(net, weights, strides=1, padding="SAME", name="conv1")
+        _, net = tf.while_loop(lambda i, x: i < 2, lambda i, x: (i + 1, x * 0.5), [0, net])
+        return tf.reduce_mean(net)
+
+
+def test_a_region_that_cannot_be_copied_is_reported_as_not_checked(tmp_path):
+    with pytest.warns(UserWarning, match="cannot time whole steps"):
+        report = _rewrite(_conv_then_while_loop(), tmp_path, FakeMeasure({"Conv2D": OpTiming(4.0, 1.0)}),
+                          measure_steps=_refuse_steps)
+    check = report.placement.check
+    assert report.placement.low_ops == ["conv0", "conv1"] and check.verdict == "not checked"
+    assert check.reason.startswith("the region cannot be copied (") and "inside control flow" in check.reason
 
 
 def test_the_tail_kept_low_when_its_step_is_faster(tmp_path):
@@ -239,16 +325,8 @@ def test_the_tail_kept_low_when_its_step_is_faster(tmp_path):
 
 
 def test_a_region_that_cannot_be_copied_falls_back_to_the_estimate_with_a_warning(tmp_path):
-    graph = tf.Graph()
-    with graph.as_default():
-        images = tf1.placeholder(tf.float32, [2, 8, 8, 4])
-        weights = tf1.get_variable("w", [3, 3, 4, 4])
-        net = tf.nn.conv2d(images, weights, strides=1, padding="SAME", name="conv0")
-        net = tf.nn.conv2d(net, weights, strides=1, padding="SAME", name="conv1")
-        _, net = tf.while_loop(lambda i, x: i < 2, lambda i, x: (i + 1, x * 0.5), [0, net])
-        loss = tf.reduce_mean(net)
     with pytest.warns(UserWarning, match="cannot time whole steps"):
-        report = _rewrite(loss, tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=_refuse_steps)
+        report = _rewrite(_conv_then_while_loop(), tmp_path, FakeMeasure(_CLOSE_CALL), measure_steps=_refuse_steps)
     assert set(report.placement.float32_ops) == {"conv0", "conv1"}, "the +20% estimate decides"
 
 
@@ -326,6 +404,21 @@ def test_damaged_timing_cache_warns_and_measures_again(tmp_path):
     assert json.load(open(tmp_path / "cache" / cached))["timings"], "the next store rewrites the file whole"
 
 
+def test_a_timing_cache_of_the_old_schema_is_ignored_with_a_warning(tmp_path):
+    _rewrite(_conv_chain()[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)}))
+    (cached,) = os.listdir(tmp_path / "cache")
+    stored = json.load(open(tmp_path / "cache" / cached))
+    del stored["schema"]
+    stored["timings"] = {key: value[:2] for key, value in stored["timings"].items()}  # pairs, no noise
+    (tmp_path / "cache" / cached).write_text(json.dumps(stored))
+    measure = FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)})
+    with pytest.warns(UserWarning, match=r"ignoring the timing cache .*timings_.*json: it has schema 1, this "
+                                         r"slim_mp reads schema 2"):
+        report = _rewrite(_conv_chain()[1], tmp_path, measure)
+    assert measure.asked and set(report.placement.float32_ops) == {"conv0"}
+    assert json.load(open(tmp_path / "cache" / cached))["schema"] == 2, "the next store rewrites the file whole"
+
+
 def test_fixed_timings_file_decides_without_measuring(tmp_path):
     path = tmp_path / "timings.json"
     path.write_text(json.dumps({"bfloat16": {"Conv2D": [1.0, 3.0], "*": [1.0, 0.5], "Cast": [0.0, 0.001]}}))
@@ -400,12 +493,12 @@ def test_training_run_writes_its_decisions_and_a_resumed_run_reuses_them(tmp_pat
 
     def fake_steps(copy, config, candidates, *args, **kwargs):
         # Whole steps agree with the op timings: fastest with both matmuls (and nothing else) float32.
-        return [1.0 if c.float32_ops == {"LeNet/fc3/MatMul", "LeNet/fc4/MatMul"} else 2.0 for c in candidates]
+        return [Timed(1.0 if c.float32_ops == {"LeNet/fc3/MatMul", "LeNet/fc4/MatMul"} else 2.0) for c in candidates]
 
     monkeypatch.setenv(placement.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv(placement.TIMINGS_FILE_ENV)
     monkeypatch.setattr(timing_cache, "micro_benchmark", fake_benchmark)
-    monkeypatch.setattr(measured, "time_candidate_steps", fake_steps)
+    monkeypatch.setattr(timed_steps, "time_candidate_steps", fake_steps)
     train_dir = tmp_path / "train"
 
     def run(steps):
@@ -492,3 +585,33 @@ def test_inference_timing_builds_no_backprop_ops(monkeypatch):
     backprop = [{op.type for op in graph.get_operations()} & {"Conv2DBackpropInput", "Conv2DBackpropFilter"}
                 for graph in graphs]
     assert backprop == [{"Conv2DBackpropInput", "Conv2DBackpropFilter"}, set()]
+
+
+def test_the_noise_is_the_median_absolute_deviation_of_the_paired_ratios():
+    # Ratios 1.0, 1.1, 1.2, 1.0, 3.0 (the last round hit by a burst): median 1.1, deviations 0.1, 0, 0.1,
+    # 0.1, 1.9, their median 0.1; as a fraction of the median ratio 0.1 / 1.1.
+    times, reference = [10.0, 11.0, 12.0, 10.0, 30.0], [10.0] * 5
+    assert stopwatch.relative_noise(times, reference) == pytest.approx(0.1 / 1.1)
+    assert stopwatch.relative_noise([5.0, 6.0, 7.0], [5.0, 5.0, 7.0]) == pytest.approx(0.0)  # ratios 1, 1.2, 1
+    assert stopwatch.relative_noise([10.0, 12.0], [10.0, 10.0]) == 0.0, "two rounds cannot tell their spread"
+    low, base = stopwatch.timed_against([times, reference], reference=1)
+    assert (low.ms, base.ms, base.noise) == (10.0, 10.0, 0.0) and low.noise == pytest.approx(0.1 / 1.1)
+
+
+def test_interleaved_rounds_alternate_which_variant_goes_first():
+    order = []
+    rounds = stopwatch.interleaved_ms([lambda: order.append("float32"), lambda: order.append("low"), None],
+                                      warmup=1, runs=4)
+    assert order[:2] == ["float32", "low"], "one warm-up each"
+    assert order[2:] == ["float32", "low", "low", "float32", "float32", "low", "low", "float32"]
+    assert [len(r) for r in rounds[:2]] == [4, 4] and rounds[2] is None
+
+
+def test_the_noise_rule_takes_the_larger_of_the_floor_and_the_measured_noise():
+    options = PlacementOptions(noise_fraction=0.01)
+    assert options.is_noise(9.95, 10.0) and not options.is_noise(9.8, 10.0)
+    assert options.is_noise(9.5, 10.0, measured_noise=0.07) and not options.is_noise(9.5, 10.0, measured_noise=0.03)
+    assert options.win_verdict("bfloat16", 0.52, 0.55, 0.07) == (
+        False, "bfloat16 0.520 ms vs float32 0.550 ms: a 5.8% win is inside this machine's measured noise of 7.0%")
+    assert options.win_verdict("bfloat16", 0.52, 0.55, 0.005) == (
+        True, "bfloat16 0.520 ms vs float32 0.550 ms: a 5.8% win, beyond the 1.0% noise floor (measured noise 0.5%)")

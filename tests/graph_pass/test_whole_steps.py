@@ -113,8 +113,9 @@ def test_time_candidate_steps_returns_one_time_per_candidate():
     copy = _copy(graph, loss)
     times = whole_steps.time_candidate_steps(
         copy, CONFIG, [Candidate(frozenset()), Candidate(_allow_names(copy)),
-                       Candidate(frozenset(), tail_low=True)], warmup=1, runs=1)
-    assert len(times) == 3 and all(t is not None and t > 0 for t in times)
+                       Candidate(frozenset(), tail_low=True)], warmup=1, runs=3)
+    assert len(times) == 3 and all(t is not None and t.ms > 0 and t.noise >= 0 for t in times)
+    assert times[0].noise == 0.0, "the reference step has no noise against itself"
 
 
 def test_copy_digest_is_stable_and_tells_graphs_apart():

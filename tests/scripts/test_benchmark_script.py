@@ -4,12 +4,14 @@ import json
 import os
 import re
 import statistics
+import subprocess
+import sys
 
 import matplotlib.image
 import pytest
 import tensorflow as tf
 
-from script_runs import REPO_ROOT, check_ok, run_script
+from script_runs import REPO_ROOT, check_ok, run_script, script_env
 from slim_mp.devices import detect_device
 
 BENCHMARK_SCRIPT = os.path.join(REPO_ROOT, "scripts", "benchmark.py")
@@ -98,3 +100,34 @@ def test_unknown_model_fails_with_one_error_line(tmp_path):
     assert len(errors) == 1 and "not_a_net" in errors[0] and "models" in errors[0]
     assert "Traceback" not in process.stderr
     assert not os.listdir(tmp_path)
+
+
+def test_a_negative_background_load_fails_with_one_error_line(tmp_path):
+    process = run_script(BENCHMARK_SCRIPT, "--models=lenet", "--background_load=-1", f"--output_dir={tmp_path}")
+    assert process.returncode == 2
+    errors = [line for line in process.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: --background_load=-1 is invalid; pass 0 (no load)")
+    assert "Traceback" not in process.stderr
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.slow
+def test_background_load_decides_under_load_then_retimes_quietly(tmp_path):
+    # Six memory subprocesses, each slowed by the load: more than run_script's timeout on a busy machine.
+    process = check_ok(subprocess.run(
+        [sys.executable, BENCHMARK_SCRIPT, "--models=lenet", "--precisions=bfloat16", f"--batch_size={BATCH_SIZE}",
+         "--rounds=3", "--warmup=1", "--memory_steps=1", "--background_load=1", f"--output_dir={tmp_path}"],
+        capture_output=True, text=True, env=script_env(), timeout=1200))
+    with open(os.path.join(tmp_path, "benchmark.json"), encoding="utf-8") as handle:
+        payload = json.load(handle)
+    assert payload["background_load"] == 1
+    (retiming,) = payload["quiet_retimings"]
+    assert retiming["label"] == "slim_mp_bf16" and retiming["unavailable"] is None
+    times = retiming["quiet_step_seconds"]
+    assert retiming["quiet_ratio"] == pytest.approx(statistics.median(
+        a / b for a, b in zip(times["slim_mp_bf16"], times["float32"])))
+    assert os.path.isfile(retiming["decisions_file"])
+    assert "background load: 1 busy-loop process(es)" in process.stdout and "background load stopped" in process.stdout
+    assert "decided under load (1 busy process(es))" in process.stdout
+    with open(os.path.join(tmp_path, "benchmark.md"), encoding="utf-8") as handle:
+        assert "## Decided under load, re-timed quiet" in handle.read()

@@ -16,7 +16,9 @@ class Candidate:
     Two candidates are equal when they paint the same (``float32_ops``, ``tail_low``); the other fields
     say what is known about it: ``found_as``, how the search found it; ``reasons``, per demoted op,
     why (recorded by the rule that demoted it); ``estimated_ms`` and ``step_ms``, its estimate and its
-    timed whole step (None until timed).
+    timed whole step (None until timed); ``step_noise``, the noise of comparing that step with the
+    all-float32 step timed in the same rounds, or with the first of its batch when float32 was not
+    timed (``stopwatch.relative_noise``).
     """
 
     float32_ops: FrozenSet[str]
@@ -25,6 +27,7 @@ class Candidate:
     reasons: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
     estimated_ms: Optional[float] = dataclasses.field(default=None, compare=False)
     step_ms: Optional[float] = dataclasses.field(default=None, compare=False)
+    step_noise: float = dataclasses.field(default=0.0, compare=False)
 
     def reason(self, name: str) -> str:
         """Why ``name`` is kept float32 in this candidate."""
@@ -35,7 +38,8 @@ class Candidate:
         return {"found_as": ", ".join(self.found_as), "float32_ops": len(self.float32_ops),
                 "tail_low": self.tail_low,
                 "estimated_ms": None if self.estimated_ms is None else round(self.estimated_ms, 3),
-                "step_ms": None if self.step_ms is None else round(self.step_ms, 3), "chosen": chosen}
+                "step_ms": None if self.step_ms is None else round(self.step_ms, 3),
+                "step_noise": round(self.step_noise, 4), "chosen": chosen}
 
 
 def apply_placement(config: PaintConfig, candidate: Candidate) -> PaintConfig:

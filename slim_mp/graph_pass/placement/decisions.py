@@ -10,8 +10,10 @@ from typing import Optional
 
 import tensorflow as tf
 
-from slim_mp.json_files import JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, write_json_atomically
+from slim_mp.json_files import (JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, shape_problem,
+                                write_json_atomically)
 from slim_mp.graph_pass.placement.plan import PlacementPlan
+from slim_mp.graph_pass.placement.step_check import StepCheck
 from slim_mp.graph_pass.region import Region
 
 DECISIONS_FILE_NAME = "placement.json"
@@ -20,8 +22,10 @@ _NUMBER_OR_NONE = (int, float, type(None))
 _SCHEMA = {
     "precision": str, "float32_ops": MappingOf(str), "low_ops": ListOf(str), "tail_low": MaybeMissing(bool),
     "estimated_ms": MaybeMissing(_NUMBER_OR_NONE), "static_estimated_ms": MaybeMissing(_NUMBER_OR_NONE),
-    "float32_estimated_ms": MaybeMissing(_NUMBER_OR_NONE),
+    "float32_estimated_ms": MaybeMissing(_NUMBER_OR_NONE), "check": MaybeMissing((dict, type(None))),
 }
+_CHECK_SCHEMA = {"verdict": str, "reason": str, **{name: MaybeMissing(_NUMBER_OR_NONE) for name in
+                                                    ("chosen_ms", "float32_ms", "static_ms", "noise")}}
 
 
 def read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
@@ -36,13 +40,18 @@ def read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
         return None
     except JsonFileError as error:
         raise ValueError(f"{error}: it is not a placement decisions file; {_AGAIN}") from error
+    check = stored.get("check")
+    problem = shape_problem(check, _CHECK_SCHEMA, "'check'") if check is not None else ""
+    if problem:
+        raise ValueError(f"{JsonFileError(path, problem)}: it is not a placement decisions file; {_AGAIN}")
     if stored["precision"] != precision.name:
         raise ValueError(f"{path} holds placement decisions for {stored['precision']!r}, not {precision.name!r}; "
                          + _AGAIN)
     return PlacementPlan(float32_ops=dict(stored["float32_ops"]), low_ops=list(stored["low_ops"]),
                          tail_low=stored.get("tail_low", False), estimated_ms=stored.get("estimated_ms"),
                          static_estimated_ms=stored.get("static_estimated_ms"),
-                         float32_estimated_ms=stored.get("float32_estimated_ms"), source=f"reused from {path}")
+                         float32_estimated_ms=stored.get("float32_estimated_ms"), source=f"reused from {path}",
+                         check=StepCheck(**{name: check.get(name) for name in _CHECK_SCHEMA}) if check else None)
 
 
 def check_decisions_fit(plan: PlacementPlan, region: Region, path: str) -> None:

@@ -3,15 +3,16 @@
 Steps: the allow ops the static painting makes low get signatures; their timings come from the
 cache, a fixed timings file or micro-benchmarks (``timing_cache``); the search (``search``) finds
 candidates by the estimate (``estimate``) and, where they are close, times them as whole steps
-(``whole_steps``); the winner's demoted ops, with their reasons, become fixed-float32 ops of the
-painting (``apply_placement``), so deny taint, clear/infer spreading and minimal casts still apply.
+(``whole_steps``, ``timed_steps``); the chosen placement, if it lowers anything, is checked as a
+whole step against all float32 and the static placement (``step_check``); the winner's demoted
+ops, with their reasons, become fixed-float32 ops of the painting (``apply_placement``), so deny
+taint, clear/infer spreading and minimal casts still apply.
 """
 
 import dataclasses
-import hashlib
 import time
 import warnings
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -22,80 +23,80 @@ from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, low
 from slim_mp.graph_pass.placement.options import PlacementOptions
 from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
-from slim_mp.graph_pass.placement.signatures import cast_signature, op_signature
+from slim_mp.graph_pass.placement.signatures import OpTiming, cast_signature, op_signature
+from slim_mp.graph_pass.placement.step_check import StepCheck, check_batch, judge, not_checked
+from slim_mp.graph_pass.placement.timed_steps import region_copy, steps_timed
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
-from slim_mp.graph_pass.placement.whole_steps import copy_region, time_candidate_steps
+from slim_mp.graph_pass.placement.whole_steps import RegionCopy
 from slim_mp.graph_pass.region import Region
 
-_STEP_ERRORS = (tf.errors.OpError, ValueError, TypeError, LookupError)
 
-
-def _timed_steps(region: Region, config: PaintConfig, objectives: Sequence[tf.Tensor], timed: List[Candidate],
-                 estimate: Estimator, cache: TimingCache, options: PlacementOptions) -> List[Candidate]:
-    """``timed``, each with its whole step's milliseconds, from the cache or timed side by side now.
-
-    If one is missing from the cache, all are timed again, so that they are compared under the same
-    load. Unchanged (with a warning) when the region cannot be copied or no step runs.
-    """
-    try:
-        copy = copy_region(region, objectives)
-    except ValueError as error:
-        warnings.warn(f"placement: cannot time whole steps ({error}); deciding on the per-op estimate.",
-                      stacklevel=4)
+def _with_steps(timed: List[Candidate], copy: RegionCopy, config: PaintConfig, estimate: Estimator,
+                cache: TimingCache, options: PlacementOptions, all_float32: Candidate) -> List[Candidate]:
+    """``timed``, each with its whole step and that step's noise against the all-float32 one (when timed)."""
+    reference = timed.index(all_float32) if all_float32 in timed else 0
+    times = steps_timed(copy, config, timed, reference, estimate, cache, options, kind="step")
+    if times is None:
         return timed
-    digest = copy.digest()
-    keys = [f"step|{digest}|" + hashlib.sha1("|".join(sorted(estimate.painted(c)[1])).encode()).hexdigest()[:20]
-            for c in timed]
-    stored = [cache.get(key) for key in keys]
-    if not all(stored):
-        longest_ms = max(c.estimated_ms for c in timed)
-        runs = int(min(options.max_step_runs, max(options.min_step_runs,
-                                                  options.step_timing_ms / (longest_ms * len(timed) or 1.0))))
-        measure = options.measure_steps or (lambda candidates: time_candidate_steps(
-            copy, config, candidates, options.target, warmup=1, runs=runs))
-        try:
-            times = measure(timed)
-        except _STEP_ERRORS as error:
-            warnings.warn(f"placement: timing whole steps failed ({type(error).__name__}: {error}); deciding on "
-                          "the per-op estimate.", stacklevel=4)
-            return timed
-        stored = [[ms] if ms is not None else None for ms in times]
-        if not any(stored):
-            warnings.warn("placement: no candidate's whole step ran; deciding on the per-op estimate.", stacklevel=4)
-        cache.add({key: value for key, value in zip(keys, stored) if value})
-    return [dataclasses.replace(c, step_ms=value[0] if value else None) for c, value in zip(timed, stored)]
+    return [dataclasses.replace(c, step_ms=t.ms, step_noise=t.noise) if t else c for c, t in zip(timed, times)]
 
 
-def _measured_plan(region: Region, config: PaintConfig, options: PlacementOptions,
-                   objectives: Sequence[tf.Tensor]) -> PlacementPlan:
-    started = time.perf_counter()
+def _checked(chosen: Candidate, copy: Optional[RegionCopy], why_not: str, config: PaintConfig,
+             estimate: Estimator, cache: TimingCache, options: PlacementOptions,
+             all_float32: Candidate) -> Tuple[Candidate, StepCheck]:
+    """``chosen``, or what replaces it, after the whole-step check (``step_check``), and the check's record."""
+    if copy is None:
+        return chosen, not_checked(why_not)
+    batch = check_batch(chosen, all_float32, Candidate(frozenset(), found_as=("static",)))
+    times = steps_timed(copy, config, batch, 1, estimate, cache, options, kind="check")
+    if times is None:
+        return chosen, not_checked("timing the steps failed")
+    return judge(batch, times, config.precision.name, options)
+
+
+def _op_timings(region: Region, config: PaintConfig, cache: TimingCache,
+                options: PlacementOptions) -> Tuple[Dict[str, OpTiming], Estimator, int, int]:
+    """The allow ops' timings by name, the estimator over them, and how many signatures were measured / cached."""
     decisions = paint(region, config)
     allow = [op for op, d in decisions.items() if d.op_class == "allow" and d.colour == LOW]
     signatures = {op.name: op_signature(op) for op in allow}
     signatures = {name: s for name, s in signatures.items() if s is not None}
     wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
-    cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
     by_signature, measured, cached = timings_for(wanted, cache, options, config.precision)
     timings = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
     casts = fit_cast_model(by_signature, options.cast_sizes)
-    estimate = Estimator(region, config, timings, casts, options.low_precision_margin)
+    return timings, Estimator(region, config, timings, casts, options.low_precision_margin), measured, cached
+
+
+def _measured_plan(region: Region, config: PaintConfig, options: PlacementOptions,
+                   objectives: Sequence[tf.Tensor]) -> PlacementPlan:
+    started = time.perf_counter()
+    cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
+    timings, estimate, measured, cached = _op_timings(region, config, cache, options)
     regions = low_regions(region, set(estimate.painted(Candidate(frozenset()))[1]), set(timings))
     precision = config.precision.name
-    found = find_candidates([Estimator(region, config, timings, casts, 0.0), estimate], regions, precision)
+    unmargined = Estimator(region, config, timings, estimate.casts, 0.0)
+    found = find_candidates([unmargined, estimate], regions, precision)
     timed = shortlist(found, estimate, options)
+    all_float32 = next((c for c in found if c.float32_ops == frozenset(timings)), Candidate(frozenset(timings)))
     fixed = options.measure is None and options.fixed_timings_file()
-    if options.time_steps and not fixed and worth_timing(timed, options):
-        timed = _timed_steps(region, config, objectives, timed, estimate, cache, options)
+    copy, why_not = (region_copy(region, objectives) if options.time_steps and not fixed and timings
+                     else (None, ""))
+    if copy is not None and worth_timing(timed, options):
+        timed = _with_steps(timed, copy, config, estimate, cache, options, all_float32)
     chosen = decide_by_steps(timed, timings, precision, options) or timed[0]
+    check = None
+    if options.time_steps and not fixed and set(timings) - chosen.float32_ops:
+        chosen, check = _checked(chosen, copy, why_not, config, estimate, cache, options, all_float32)
     compared = {c: c for c in found}
     compared.update({c: c for c in timed})
     return PlacementPlan(
         float32_ops=dict(sorted(chosen.reasons.items())),
         low_ops=sorted(set(timings) - chosen.float32_ops), tail_low=chosen.tail_low,
         estimated_ms=estimate(chosen), static_estimated_ms=estimate(Candidate(frozenset())),
-        float32_estimated_ms=estimate(Candidate(frozenset(timings))),
+        float32_estimated_ms=estimate(all_float32),
         measured_signatures=measured, cached_signatures=cached,
-        candidates=sorted(compared.values(), key=lambda c: c.estimated_ms),
+        candidates=sorted(compared.values(), key=lambda c: c.estimated_ms), check=check,
         seconds=time.perf_counter() - started, source=f"fixed timings from {fixed}" if fixed else "measured",
     )
 

@@ -2,8 +2,11 @@
 
 Per signature, a tiny standalone graph runs the forward op and the backprop ops its gradient
 creates (``Conv2DBackpropInput``/``Filter``, ...), once in float32 and once in the low type (inputs
-already low: the op's own cost), all in one standalone session, warmed up, fastest of a few
-round-robin runs. A cast pair (to low and back) is timed the same way for the cast cost model.
+already low: the op's own cost), all in one standalone session, warmed up, then ``runs`` interleaved
+rounds (each float32 variant beside its low twin, alternating which goes first): the fastest of
+each, and the noise of the low/float32 comparison from the spread of the per-round ratios
+(``stopwatch.relative_noise``). A cast pair (to low and back) is timed the same way for the cast
+cost model.
 """
 
 from typing import Dict, Sequence, Tuple
@@ -13,7 +16,7 @@ from tensorflow.python.framework import op_def_registry
 
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming
 from slim_mp.graph_pass.placement.target import MeasuringTarget
-from slim_mp.graph_pass.placement.stopwatch import fastest_ms, first_values, random_variable
+from slim_mp.graph_pass.placement.stopwatch import first_values, interleaved_ms, random_variable, timed_against
 
 
 def _op_inputs(signature: OpSignature, dtype: tf.DType) -> Tuple[list, list]:
@@ -84,11 +87,13 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, targ
     timings: Dict[OpSignature, OpTiming] = {}
     with target.session(graph) as session:
         session.run(init)
-        flat = [session.make_callable(target) for pair in targets.values() for target in pair]
-        fastest = iter(fastest_ms(flat, warmup, runs))
-        for signature in targets:
-            float32_ms, low_ms = next(fastest), next(fastest)
-            if float32_ms is None or low_ms is None:
+        flat = [session.make_callable(fetch) for pair in targets.values() for fetch in pair]
+        rounds = interleaved_ms(flat, warmup, runs)
+        for index, signature in enumerate(targets):
+            float32_rounds, low_rounds = rounds[2 * index], rounds[2 * index + 1]
+            if float32_rounds is None or low_rounds is None:
                 continue
-            timings[signature] = OpTiming(0.0 if signature.op_type == CAST else float32_ms, low_ms)
+            _, low = timed_against([float32_rounds, low_rounds], reference=0)
+            float32_ms = 0.0 if signature.op_type == CAST else min(float32_rounds)
+            timings[signature] = OpTiming(float32_ms, low.ms, 0.0 if signature.op_type == CAST else low.noise)
     return timings

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
+from slim_mp.graph_pass.placement.stopwatch import Timed
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 
 PLACEMENTS = ("measured", "static")
@@ -21,8 +22,9 @@ TIMINGS_FILE_ENV = "SLIM_MP_TIMINGS_FILE"
 
 # measure(signatures, precision) -> timing per signature; signatures it cannot time are left out.
 Measure = Callable[[Sequence[OpSignature], tf.DType], Dict[OpSignature, OpTiming]]
-# measure_steps(candidates) -> milliseconds of one whole step per candidate, None for one that does not run.
-MeasureSteps = Callable[[Sequence[Candidate]], List[Optional[float]]]
+# measure_steps(candidates, reference) -> per candidate its fastest whole step and the noise of comparing it
+# with candidate ``reference`` (timed in the same rounds); None for one that does not run.
+MeasureSteps = Callable[[Sequence[Candidate], int], List[Optional[Timed]]]
 
 
 def default_placement() -> str:
@@ -52,15 +54,18 @@ class PlacementOptions:
 
     Measuring: ``measure`` / ``measure_steps`` replace the micro-benchmarks and the whole-step timing
     (tests pass fakes). ``target``: where the step will run (``MeasuringTarget``: device, session
-    options, training or inference); everything is timed there. ``time_steps``: time close candidates as whole steps; False decides on the per-op estimate.
-    ``warmup`` / ``runs``: the micro-benchmarks' untimed and timed runs.
+    options, training or inference); everything is timed there. ``time_steps``: time close candidates
+    as whole steps and check the chosen placement as a whole step against all float32 and the
+    static placement (``step_check``); False decides on the per-op estimate alone. ``warmup`` /
+    ``runs``: the micro-benchmarks' untimed runs and timed interleaved rounds.
 
     Tuning: ``low_precision_margin``: low times count this fraction more in the estimate (what goes
     low around the allow ops is not timed). ``verify_window``: candidates whose estimate is within
     this fraction of the best are timed as whole steps, at most ``max_timed_candidates``.
-    ``noise_fraction``: the 1% rule: differences below this fraction of a step are timing noise, so
-    candidates whose estimates all lie within it are not timed, and a placement with low-precision
-    ops must beat the all-float32 step by it. Whole steps get as many timed runs as fit
+    ``noise_fraction``: the 1% rule, the floor of the noise: a difference is noise unless it exceeds
+    both this fraction and the noise measured with it (``is_noise``), so candidates whose estimates
+    all lie within it are not timed, and a placement with low-precision ops must beat the all-float32
+    step by more (``win_verdict`` says which bound decided). Whole steps get as many timed runs as fit
     ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``.
     ``cast_sizes``: element counts of the two casts timed to fit the cast cost model.
     """
@@ -90,6 +95,31 @@ class PlacementOptions:
         """``timings_file``, else ``$SLIM_MP_TIMINGS_FILE``, else None (measure on this device)."""
         return self.timings_file or os.environ.get(TIMINGS_FILE_ENV) or None
 
-    def is_noise(self, smaller_ms: float, larger_ms: float) -> bool:
-        """Whether ``larger_ms`` exceeds ``smaller_ms`` by no more than the timing's noise (``noise_fraction``)."""
-        return larger_ms <= smaller_ms * (1 + self.noise_fraction)
+    def noise_bound(self, measured_noise: float = 0.0) -> float:
+        """The fraction a difference must exceed to count: ``max(noise_fraction, measured_noise)``."""
+        return max(self.noise_fraction, measured_noise)
+
+    def is_noise(self, smaller_ms: float, larger_ms: float, measured_noise: float = 0.0) -> bool:
+        """Whether ``larger_ms`` exceeds ``smaller_ms`` by no more than the noise (``noise_bound``)."""
+        return larger_ms <= smaller_ms * (1 + self.noise_bound(measured_noise))
+
+    def win_verdict(self, low_label: str, low_ms: float, float32_ms: float,
+                    measured_noise: float = 0.0) -> Tuple[bool, str]:
+        """Whether ``low_ms`` beats ``float32_ms`` beyond the noise, and a sentence saying so and which bound decided.
+
+        E.g. ``bfloat16 0.520 ms vs float32 0.550 ms: a 6% win is inside this machine's measured noise of 7%``.
+        """
+        compared = f"{low_label} {low_ms:.3f} ms vs float32 {float32_ms:.3f} ms"
+        if low_ms >= float32_ms:
+            return False, f"{compared}: {_percent(low_ms / float32_ms - 1 if float32_ms else 0.0)} slower"
+        win = _percent(float32_ms / low_ms - 1)
+        bound = (f"this machine's measured noise of {_percent(measured_noise)}" if measured_noise > self.noise_fraction
+                 else f"the {_percent(self.noise_fraction)} noise floor (measured noise {_percent(measured_noise)})")
+        if self.is_noise(low_ms, float32_ms, measured_noise):
+            return False, f"{compared}: a {win} win is inside {bound}"
+        return True, f"{compared}: a {win} win, beyond {bound}"
+
+
+def _percent(fraction: float) -> str:
+    """``5.8%`` below 10%, ``12%`` above: enough digits to compare with a noise of a few percent."""
+    return f"{fraction:.1%}" if abs(fraction) < 0.1 else f"{fraction:.0%}"

@@ -4,6 +4,7 @@ import dataclasses
 from typing import Dict, List, Optional
 
 from slim_mp.graph_pass.placement.candidate import Candidate
+from slim_mp.graph_pass.placement.step_check import StepCheck
 
 
 @dataclasses.dataclass
@@ -12,7 +13,10 @@ class PlacementPlan:
 
     ``source``: ``measured``, ``reused from <decisions file>``, ``fixed timings from <file>`` or, when
     ``timed`` is False, why nothing was timed (the static painting applies). ``candidates``: every
-    placement compared, with its estimate and timed step.
+    placement compared, with its estimate and timed step. ``check``: the whole-step check of the
+    choice against all float32 and the static placement (``step_check``); None when it did not
+    apply (nothing lowered, nothing timed: fixed timings, ``time_steps`` off, a reused decision
+    records the check it was made with).
     """
 
     float32_ops: Dict[str, str]
@@ -24,6 +28,7 @@ class PlacementPlan:
     measured_signatures: int = 0
     cached_signatures: int = 0
     candidates: List[Candidate] = dataclasses.field(default_factory=list)
+    check: Optional[StepCheck] = None
     seconds: float = 0.0
     source: str = "measured"
     timed: bool = True
@@ -38,6 +43,7 @@ class PlacementPlan:
         content["float32_ops"] = dict(sorted(self.float32_ops.items()))
         chosen = self.chosen()
         content["candidates"] = [c.as_json(chosen=c == chosen) for c in self.candidates]
+        content["check"] = self.check.as_json() if self.check else None
         return content
 
 

@@ -6,7 +6,8 @@ slower in low demoted), everything in float32, and the best found by flipping wh
 regions; each with low times counted as measured and with ``low_precision_margin`` more. Those
 within ``verify_window`` of the best estimate, each with its twin that keeps the tail low, are timed
 as whole steps (``whole_steps``) unless their estimates differ by timing noise; the fastest step
-wins, but a placement with low-precision ops must beat the all-float32 step by more than the noise.
+wins, but a placement with low-precision ops must beat the all-float32 step by more than the noise
+(``PlacementOptions.noise_fraction`` or the noise measured in the same rounds, whichever is larger).
 Each candidate carries its reasons from the moment it is made: the estimate's when it is found,
 the whole steps' when they decide.
 """
@@ -105,9 +106,10 @@ def worth_timing(timed: Sequence[Candidate], options: PlacementOptions) -> bool:
 
 def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming], precision: str,
                     options: PlacementOptions) -> Optional[Candidate]:
-    """The fastest timed candidate, its reasons now the whole steps'; all float32 unless beaten by more than noise.
+    """The fastest timed candidate, its reasons now the whole steps'; all float32 unless beaten beyond the noise.
 
-    None when no candidate's step was timed.
+    Beyond the noise: by more than ``max(noise_fraction, the fastest step's measured noise against the
+    all-float32 step)`` (``PlacementOptions.win_verdict``). None when no candidate's step was timed.
     """
     with_steps = [c for c in timed if c.step_ms is not None]
     if not with_steps:
@@ -115,18 +117,19 @@ def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming],
     fastest = min(with_steps, key=lambda c: c.step_ms)
     all_float32 = next((c for c in with_steps if c.float32_ops == frozenset(timings) and not c.tail_low), None)
     chosen = fastest
-    if all_float32 is not None and options.is_noise(fastest.step_ms, all_float32.step_ms):
-        chosen = all_float32
+    if all_float32 is not None and fastest is not all_float32:
+        wins, _ = options.win_verdict(precision, fastest.step_ms, all_float32.step_ms, fastest.step_noise)
+        chosen = fastest if wins else all_float32
     reasons = {}
     for name in chosen.float32_ops:
-        with_low = [c.step_ms for c in with_steps if name not in c.float32_ops]
+        with_low = [c for c in with_steps if name not in c.float32_ops]
         if not with_low:
             reasons[name] = chosen.reason(name)
             continue
-        lost = min(with_low) < chosen.step_ms
-        verdict = f"not worth {precision} on this device" if lost else f"slower in {precision} on this device"
-        noise = f", a win under {options.noise_fraction:.0%}" if lost else ""
+        best_low = min(with_low, key=lambda c: c.step_ms)
+        _, verdict = options.win_verdict(precision, best_low.step_ms, chosen.step_ms, best_low.step_noise)
+        lost = "slower in" if best_low.step_ms >= chosen.step_ms else "not worth"
         alone = f"this op alone {timings[name].low_ms:.3f} vs {timings[name].float32_ms:.3f} ms"
-        reasons[name] = (f"{verdict}: {min(with_low):.3f} ms vs {chosen.step_ms:.3f} ms in float32{noise} "
-                         f"(whole training steps timed side by side; {alone})")
+        reasons[name] = (f"{lost} {precision} on this device: {verdict} (whole training steps timed side by side; "
+                         f"{alone})")
     return dataclasses.replace(chosen, reasons=reasons)

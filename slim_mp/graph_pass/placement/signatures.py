@@ -28,10 +28,15 @@ class OpSignature:
 
 @dataclasses.dataclass(frozen=True)
 class OpTiming:
-    """Milliseconds of one forward + backward of a signature in float32 and in the low type."""
+    """Milliseconds of one forward + backward of a signature in float32 and in the low type.
+
+    ``noise``: the noise of the comparison (``stopwatch.relative_noise`` of the low rounds against the
+    float32 ones), 0 when unknown.
+    """
 
     float32_ms: float
     low_ms: float
+    noise: float = 0.0
 
     def slower_low(self, margin: float) -> bool:
         """Whether the low type, charged ``margin`` more, is no faster than float32."""

@@ -1,13 +1,31 @@
-"""Timing primitives of the measured placement: random inputs, a fetch that forces work, round-robin timing.
+"""Timing primitives of the measured placement: random inputs, a fetch that forces work, interleaved rounds.
 
-Shared by the per-op micro-benchmarks (``placement``) and the whole-step timing of candidate
-placements (``candidate_steps``), so both measure the same way.
+Shared by the per-op micro-benchmarks (``micro_benchmark``) and the whole-step timing of candidate
+placements (``whole_steps``), so both measure the same way: every variant once per round, rounds
+repeated, and a noise estimate taken from the rounds (``relative_noise``).
 """
 
+import dataclasses
+import statistics
 import time
 from typing import Callable, List, Optional, Sequence
 
 import tensorflow as tf
+
+# Fewer paired rounds than this say nothing about their spread (the MAD of two ratios is always 0).
+MIN_NOISE_ROUNDS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Timed:
+    """A variant's fastest milliseconds over the rounds, and the noise of comparing it with the reference.
+
+    ``noise``: ``relative_noise`` of its rounds against the reference variant's (0 for the reference
+    itself, and when too few rounds ran to tell).
+    """
+
+    ms: float
+    noise: float = 0.0
 
 
 def random_variable(shape: Sequence[int], dtype: tf.DType) -> tf.Tensor:
@@ -32,12 +50,32 @@ def first_values(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.stack([tf.cast(tf.reshape(t, [-1])[0], tf.float32) for t in tensors])
 
 
-def fastest_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: int, runs: int) -> List[Optional[float]]:
-    """Fastest milliseconds of each callable (None if it is None or fails), after ``warmup`` untimed runs each.
+def relative_noise(times: Sequence[float], reference: Sequence[float]) -> float:
+    """The noise of comparing ``times`` with ``reference``, timed in the same rounds, as a fraction.
 
-    The callables are timed round-robin, one run of each per round, so the runs of one are spread
-    over the whole measurement and a burst of load on a shared machine cannot spoil all of them.
-    The minimum, not the median: noise only ever adds time, and the callers compare costs.
+    The statistic: the median absolute deviation (MAD) of the per-round ratios ``times[i] /
+    reference[i]`` from their median, divided by that median. Why: two runs of one round are
+    milliseconds apart, so a ratio cancels the slow drifts of a shared machine and its spread is
+    the noise that can flip a comparison; the MAD ignores up to half the rounds being hit by a burst
+    of load (a standard deviation is dominated by the one round a burst hit); and divided by the
+    median it is in the units of the win it bounds ("a 5% win"). Fewer than ``MIN_NOISE_ROUNDS``
+    rounds: 0, the spread is unknown (``PlacementOptions.noise_fraction`` then bounds alone).
+    """
+    ratios = [value / base for value, base in zip(times, reference) if base > 0]
+    if len(ratios) < MIN_NOISE_ROUNDS:
+        return 0.0
+    middle = statistics.median(ratios)
+    return statistics.median(abs(ratio - middle) for ratio in ratios) / middle
+
+
+def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: int,
+                   runs: int) -> List[Optional[List[float]]]:
+    """Milliseconds of every timed run of each callable (None if it is None or fails its warm-up).
+
+    After ``warmup`` untimed runs each, ``runs`` rounds run each callable once: even rounds in the
+    given order, odd rounds reversed, so within any two callables each goes first in half the rounds
+    (a float32 variant and its low twin alternate) and a burst of load on a shared machine hits all
+    variants alike instead of spoiling one.
     """
     working: List[Optional[Callable[[], object]]] = []
     for run in callables:
@@ -48,11 +86,21 @@ def fastest_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: int,
             run = None
         working.append(run)
     times: List[List[float]] = [[] for _ in working]
-    for _ in range(runs):
-        for index, run in enumerate(working):
-            if run is None:
-                continue
+    order = [index for index, run in enumerate(working) if run is not None]
+    for round_index in range(runs):
+        for index in (order if round_index % 2 == 0 else order[::-1]):
             started = time.perf_counter()
-            run()
+            working[index]()
             times[index].append((time.perf_counter() - started) * 1000.0)
-    return [min(values) if values else None for values in times]
+    return [values if values else None for values in times]
+
+
+def timed_against(rounds: Sequence[Optional[List[float]]], reference: int) -> List[Optional[Timed]]:
+    """Per variant of ``interleaved_ms``: its fastest milliseconds and its noise against variant ``reference``.
+
+    The fastest, not the median: load only ever adds time, and the callers compare costs.
+    """
+    base = rounds[reference] if 0 <= reference < len(rounds) else None
+    return [None if values is None else
+            Timed(min(values), relative_noise(values, base) if base is not None and index != reference else 0.0)
+            for index, values in enumerate(rounds)]

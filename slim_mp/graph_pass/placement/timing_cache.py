@@ -1,14 +1,16 @@
 """Where op and step timings come from: the disk cache, a fixed timings file, or a measurement now.
 
 The cache (``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp/placement``) holds one JSON file per (device,
-TensorFlow version, precision): lists of milliseconds by text key (an op signature's, or a whole
-step's), so a second build measures nothing. A damaged cache file is reported in a warning and
-measured again; it is rewritten whole on the next store.
+TensorFlow version, precision): lists of numbers by text key, so a second build measures nothing:
+an op signature's ``[float32_ms, low_ms, noise]``, a whole step's ``[ms, noise]`` (``noise``: the
+noise of the comparison measured in the same rounds, ``stopwatch.relative_noise``). The file
+records its ``schema``; one of an older schema (timings without noise, before schema 2) or a damaged
+one is ignored with a warning and measured again; it is rewritten whole on the next store.
 
 A fixed timings file (``PlacementOptions.timings_file``) gives milliseconds per op type instead,
 ``{"bfloat16": {"Conv2D": [float32_ms, low_ms], "*": [...]}, ...}`` (``*``: every other type;
-``Cast``: ``[0, ms]`` of a cast pair): decisions that do not depend on this machine, as the test
-suite needs.
+``Cast``: ``[0, ms]`` of a cast pair; a third number, optional, is the noise): decisions that do
+not depend on this machine, as the test suite needs.
 """
 
 import hashlib
@@ -18,12 +20,14 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.json_files import JsonFileError, ListOf, MappingOf, read_json_file, write_json_atomically
+from slim_mp.json_files import JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, write_json_atomically
 from slim_mp.graph_pass.placement.micro_benchmark import micro_benchmark
 from slim_mp.graph_pass.placement.options import CACHE_ENV, Measure, PlacementOptions
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
 
-_CACHE_SCHEMA = {"device": str, "timings": MappingOf(ListOf((int, float)))}
+# Schema 2: op timings carry their noise ([float32_ms, low_ms, noise]), whole steps too ([ms, noise]).
+CACHE_SCHEMA_VERSION = 2
+_CACHE_SCHEMA = {"device": str, "timings": MappingOf(ListOf((int, float))), "schema": MaybeMissing(int)}
 _FIXED_SCHEMA = MappingOf(MappingOf(ListOf((int, float))))
 _ANY_TYPE = "*"
 
@@ -34,14 +38,23 @@ def cache_dir(configured: Optional[str] = None) -> str:
                                                                    "placement")
 
 
-def _stored_timings(path: str, device: str) -> Dict[str, List[float]]:
-    """The timings stored at ``path`` for ``device``; empty (with a warning) when the file is damaged."""
+def _stored_timings(path: str, device: str, warn: bool = True) -> Dict[str, List[float]]:
+    """The timings stored at ``path`` for ``device``; empty (with a warning when ``warn``) when the file is
+    damaged or of another schema."""
     try:
         stored = read_json_file(path, _CACHE_SCHEMA)
     except FileNotFoundError:
         return {}
     except JsonFileError as error:
-        warnings.warn(f"placement: ignoring the damaged timing cache ({error}); measuring again.", stacklevel=4)
+        if warn:
+            warnings.warn(f"placement: ignoring the damaged timing cache ({error}); measuring again.",
+                          stacklevel=4)
+        return {}
+    if stored.get("schema") != CACHE_SCHEMA_VERSION:
+        if warn:
+            warnings.warn(f"placement: ignoring the timing cache {path}: it has schema {stored.get('schema', 1)}, "
+                          f"this slim_mp reads schema {CACHE_SCHEMA_VERSION} (timings with their noise); "
+                          "measuring again.", stacklevel=4)
         return {}
     return dict(stored["timings"]) if stored["device"] == device else {}
 
@@ -63,12 +76,12 @@ class TimingCache:
         """Store new timings, merged with what other processes wrote meanwhile; one atomic write."""
         if not timings:
             return
-        latest = _stored_timings(self.path, self._header["device"])
+        latest = _stored_timings(self.path, self._header["device"], warn=False)
         latest.update(self._timings)
         latest.update(timings)
         self._timings = latest
         try:
-            write_json_atomically(self.path, dict(self._header, timings=latest))
+            write_json_atomically(self.path, dict(self._header, timings=latest, schema=CACHE_SCHEMA_VERSION))
         except OSError as error:
             warnings.warn(f"placement: could not write the timing cache {self.path} ({error}); "
                           "the next build measures again.", stacklevel=3)
@@ -85,12 +98,13 @@ def fixed_measure(path: str, precision: tf.DType) -> Measure:
     except FileNotFoundError as error:
         raise JsonFileError(path, "does not exist (the fixed timings file)") from error
     table = by_precision.get(precision.name)
-    if table is None or any(len(pair) != 2 for pair in table.values()):
-        raise JsonFileError(path, f"needs {precision.name!r}: {{op type: [float32_ms, low_ms]}}")
+    if table is None or any(len(numbers) not in (2, 3) for numbers in table.values()):
+        raise JsonFileError(path, f"needs {precision.name!r}: {{op type: [float32_ms, low_ms] or "
+                                  "[float32_ms, low_ms, noise]}")
 
     def measure(signatures: Sequence[OpSignature], _: tf.DType) -> Dict[OpSignature, OpTiming]:
         found = {s: table.get(s.op_type, table.get(_ANY_TYPE)) for s in signatures}
-        return {s: OpTiming(*pair) for s, pair in found.items() if pair is not None}
+        return {s: OpTiming(*numbers) for s, numbers in found.items() if numbers is not None}
 
     return measure
 
@@ -107,12 +121,12 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     if options.measure is None and fixed:
         return fixed_measure(fixed, precision)(unique, precision), 0, 0
     found = {s: cache.get(s.key()) for s in unique}
-    missing = [s for s, timing in found.items() if not timing]
-    timings = {s: OpTiming(*t) for s, t in found.items() if t}
+    missing = [s for s, timing in found.items() if not timing or len(timing) != 3]
+    timings = {s: OpTiming(*timing) for s, timing in found.items() if timing and len(timing) == 3}
     if missing:
         measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target,
                                                                       options.warmup, options.runs))
         measured = measure(missing, precision)
-        cache.add({s.key(): [t.float32_ms, t.low_ms] for s, t in measured.items()})
+        cache.add({s.key(): [t.float32_ms, t.low_ms, t.noise] for s, t in measured.items()})
         timings.update(measured)
     return timings, len(missing), len(unique) - len(missing)

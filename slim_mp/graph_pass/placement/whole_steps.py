@@ -13,8 +13,8 @@ random variables of the same shapes and types, and stateful ops other than rando
 (variable updates, readers) are left out, their inputs still computed. The painting is applied
 with the pass's own ``paint`` / ``refine`` / ``rebuild``, the gradient of the objectives
 (the loss) with respect to the trainable variables' substitutes is taken as TF1 optimizers take
-it (gated per op), a momentum update with rate 0 consumes it, and these steps are timed
-round-robin (``stopwatch``).
+it (gated per op), a momentum update with rate 0 consumes it, and these steps are timed in
+interleaved rounds, each with the noise of its comparison with a reference step (``stopwatch``).
 """
 
 import dataclasses
@@ -31,7 +31,7 @@ from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
 from slim_mp.graph_pass.placement.target import MeasuringTarget
-from slim_mp.graph_pass.placement.stopwatch import fastest_ms, first_values, random_variable
+from slim_mp.graph_pass.placement.stopwatch import Timed, first_values, interleaved_ms, random_variable, timed_against
 
 # Source ops a copy keeps: constants, and defaults it can compute itself.
 _KEPT_SOURCE_TYPES = frozenset({"Const", "PlaceholderWithDefault"})
@@ -201,14 +201,16 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candi
 
 
 def time_candidate_steps(copy: RegionCopy, config: PaintConfig, candidates: Sequence[Candidate],
-                         target: MeasuringTarget = MeasuringTarget(), warmup: int = 2,
-                         runs: int = 7) -> List[Optional[float]]:
-    """Fastest milliseconds of one step of each candidate, timed round-robin; None for one that fails to run."""
+                         target: MeasuringTarget = MeasuringTarget(), warmup: int = 2, runs: int = 7,
+                         reference: int = 0) -> List[Optional[Timed]]:
+    """One step of each candidate timed in ``runs`` interleaved rounds: its fastest milliseconds and the
+    noise of comparing it with candidate ``reference``; None for one that fails to run."""
     steps: List[CandidateStep] = []
     try:
         for candidate in candidates:
             steps.append(build_candidate_step(copy, config, candidate, target))
-        return fastest_ms([step.session.make_callable(step.target) for step in steps], warmup, runs)
+        rounds = interleaved_ms([step.session.make_callable(step.target) for step in steps], warmup, runs)
+        return timed_against(rounds, reference)
     finally:
         for step in steps:
             step.session.close()
