@@ -10,6 +10,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from script_runs import REPO_ROOT, check_ok, run_script
+from slim_mp.devices import detect_device, precision_support
 from slim_mp.numerics.layer_diff import layer_diff
 from nets import nets_factory
 
@@ -64,10 +65,13 @@ def test_a_dense_layer_matches_a_numpy_emulation_of_bfloat16():
     expected = np.linalg.norm(emulated.astype(np.float64) - reference) / np.linalg.norm(reference)
     (layer,) = diff.layers
     # The emulation rounds inputs, weights and the output once and accumulates in float32, as native
-    # bfloat16 kernels (oneDNN on AVX512-BF16) do. CPUs without native bfloat16 run Eigen's kernel,
-    # which also rounds partial sums: 1.34-1.64x the emulation over 8 weight seeds on an AMD EPYC.
-    # float32 (no lowering) would give 0, float16 about 8x less than the emulation.
-    assert 0.5 * expected < layer.relative_error < 2.5 * expected
+    # bfloat16 kernels (oneDNN on AVX512-BF16) do: within 50% there (accumulation order differs).
+    # CPUs without native bfloat16 run Eigen's kernel, which also rounds partial sums: 1.34-1.64x the
+    # emulation over 8 weight seeds on an AMD EPYC. float32 (no lowering) would give 0, float16
+    # about 8x less than the emulation.
+    native = precision_support(detect_device())["bfloat16"].native
+    upper = 1.5 if native else 2.5
+    assert 0.5 * expected < layer.relative_error < upper * expected
 
 
 def test_compare_script_writes_the_table_json_and_png(tmp_path):
