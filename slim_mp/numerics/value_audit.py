@@ -9,7 +9,7 @@ would overflow) and the range of loss scales that keeps the observed gradients r
 
 import dataclasses
 import math
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -17,6 +17,7 @@ import tensorflow as tf
 from slim_mp.graph_pass import RewriteOptions, RewritePlan, plan_rewrite, rewrite_options_from
 from slim_mp.loss_scale import gradient_values
 from slim_mp.numerics.limits import HISTOGRAM_BINS, LOG2_HIGH, LOG2_LOW, TypeLimits, type_limits
+from slim_mp.numerics.step_feeds import Feeds, step_feeds
 from slim_mp.precision import PrecisionLike, resolve_precision
 
 ACTIVATION, GRADIENT = "activation", "gradient"
@@ -24,7 +25,6 @@ ACTIVATION, GRADIENT = "activation", "gradient"
 # gradient elements flushing to zero (a long tail of near-zero gradients does not count against it).
 FLUSHED_SHARE_ALLOWED = 0.01
 MAX_SCOPE_ROUNDS = 20
-Feeds = Union[None, Dict[Any, Any], Callable[[int], Dict[Any, Any]]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +235,7 @@ def audit(
     feeds: Feeds = None,
     *,
     loss: Optional[tf.Tensor] = None,
-    steps: int = 5,
+    steps: Optional[int] = None,
     options: Optional[RewriteOptions] = None,
     **option_keywords: Any,
 ) -> AuditResult:
@@ -251,11 +251,11 @@ def audit(
       fetches: what the pass would be given (usually the total loss).
       precision: ``float16`` or ``bfloat16``: the type whose limits are checked.
       session: a session of the graph, variables initialised.
-      feeds: a feed dict for every step, a function ``step -> feed dict``, or None (an input pipeline
-        in the graph supplies each batch).
+      feeds: a feed dict for every step, a sequence of feed dicts (one per step), a function
+        ``step -> feed dict``, or None (an input pipeline in the graph supplies each batch).
       loss: the scalar whose gradients are audited; defaults to ``fetches`` when that is one scalar.
         Without a loss only activations are audited.
-      steps: batches to run (>= 1).
+      steps: batches to run (>= 1); None for one per feed dict of a sequence, else 5.
       options: the graph pass's ``RewriteOptions``; None for the defaults. Its ``placement`` is ignored.
       **option_keywords: options of ``slim_mp.rewrite`` (``keep_fp32_scopes``, ``deny``, ...),
         replacing those of ``options``; a ``placement`` among them is ignored.
@@ -264,12 +264,12 @@ def audit(
       The per-op ranges, the recommendation and the histograms.
 
     Raises:
-      ValueError: for a bad precision, ``steps`` or rewrite option, or a graph with nothing to lower.
-      TypeError: for a keyword that is no rewrite option.
+      ValueError: for a bad precision, ``steps`` or rewrite option, ``steps`` other than the length
+        of a sequence of feed dicts, or a graph with nothing to lower.
+      TypeError: for a keyword that is no rewrite option, or ``feeds`` of none of the forms above.
     """
     dtype = resolve_precision(precision)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps={steps!r} must be a positive integer; pass e.g. steps=5.")
+    batches = step_feeds(feeds, steps, default_steps=5)
     limits = type_limits(dtype)
     # What the static painting would lower, whatever the placement: timing decides speed, not which
     # values a precision can hold, and an audit must not depend on this machine's load or device.
@@ -291,9 +291,8 @@ def audit(
     fetch = {kind: {"stats": p.stats, "histogram": p.histogram} for kind, p in probes.items() if p.ops}
     totals: Dict[str, Optional[np.ndarray]] = {kind: None for kind in fetch}
     histograms = {kind: np.zeros((len(p.ops), HISTOGRAM_BINS), np.int64) for kind, p in probes.items()}
-    for step in range(steps):
-        feed = feeds(step) if callable(feeds) else feeds
-        values = session.run(fetch, feed_dict=feed)
+    for step in range(batches.steps):
+        values = session.run(fetch, feed_dict=batches.feed(step))
         for kind, value in values.items():
             totals[kind] = value["stats"] if totals[kind] is None else _combine(totals[kind], value["stats"])
             histograms[kind] += value["histogram"]
@@ -306,7 +305,7 @@ def audit(
     max_gradient = float(totals[GRADIENT][scaled, 0].max()) if GRADIENT in totals and scaled.any() else 0.0
     initial, scales = scale_range(histograms[GRADIENT][scaled].sum(axis=0), max_gradient, limits)
     return AuditResult(
-        precision=dtype.name, steps=steps, limits=limits, ops=rows[ACTIVATION] + rows[GRADIENT],
+        precision=dtype.name, steps=batches.steps, limits=limits, ops=rows[ACTIVATION] + rows[GRADIENT],
         recommendation=Recommendation(keep, initial, scales),
         activation_histogram=histograms[ACTIVATION].sum(axis=0), gradient_histogram=histograms[GRADIENT].sum(axis=0),
     )
