@@ -10,7 +10,9 @@ _compat.install()
 from slim_mp.loss_scale import (  # noqa: E402
     ExponentialUpdateLossScaleManager, FixedLossScaleManager, LossScaleManager, LossScaleOptimizer, NoLossScaling,
 )
-from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision  # noqa: E402
+from slim_mp.mixed_precision import (  # noqa: E402
+    MixedPrecisionOptimizer, enable_mixed_precision, enable_mixed_precision_graph_rewrite,
+)
 from slim_mp.graph_pass import (  # noqa: E402
     BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses, RewriteOptions, RewriteReport, rewrite,
 )
@@ -21,6 +23,7 @@ __version__ = "0.1.0"
 __all__ = [
     "rewrite", "RewriteOptions", "RewriteReport", "OpClasses", "FLOAT16_CLASSES", "BFLOAT16_CLASSES",
     "LossScaleManager", "FixedLossScaleManager", "ExponentialUpdateLossScaleManager", "NoLossScaling",
-    "LossScaleOptimizer", "MixedPrecisionOptimizer", "enable_mixed_precision", "audit", "AuditResult",
+    "LossScaleOptimizer", "MixedPrecisionOptimizer", "enable_mixed_precision", "enable_mixed_precision_graph_rewrite",
+    "audit", "AuditResult",
     "layer_diff", "LayerDiff",
 ]

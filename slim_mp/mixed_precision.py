@@ -1,11 +1,15 @@
-"""``enable_mixed_precision``: the one-call setup — graph pass plus loss scaling around an optimizer."""
+"""``enable_mixed_precision``: the one-call setup — graph pass plus loss scaling around an optimizer.
+
+``enable_mixed_precision_graph_rewrite`` is the same behind TensorFlow's own AMP entry point's
+signature, for code written against ``tf.compat.v1.mixed_precision``.
+"""
 
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import tensorflow as tf
 
 from slim_mp.loss_scale import (FixedLossScaleManager, LossScaleLike, LossScaleManager, LossScaleOptimizer,
-                                gradient_values, make_loss_scale_manager)
+                                from_tensorflow_loss_scale, gradient_values, make_loss_scale_manager)
 from slim_mp.precision import PrecisionLike, resolve_precision
 from slim_mp.graph_pass import RewriteOptions, RewriteReport, rewrite, rewrite_options_from
 from slim_mp.numerics import NonfiniteProbe
@@ -142,3 +146,49 @@ def enable_mixed_precision(
         optimizer, manager, dtype, rewrite_options, max_consecutive_skips_at_min,
         count_skipped_steps, debug_nonfinite,
     )
+
+
+def enable_mixed_precision_graph_rewrite(
+    opt: tf.compat.v1.train.Optimizer,
+    loss_scale: object = "dynamic",
+    *,
+    precision: PrecisionLike = "float16",
+    options: Optional[RewriteOptions] = None,
+) -> MixedPrecisionOptimizer:
+    """TensorFlow's ``tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite``, with slim_mp's pass.
+
+    Code written for TensorFlow's AMP entry point switches by changing the module name::
+
+        opt = slim_mp.enable_mixed_precision_graph_rewrite(opt, loss_scale="dynamic")
+        train_op = opt.minimize(loss)
+
+    As TensorFlow's, it returns ``opt`` wrapped for loss scaling, and the graph computing a loss is
+    rewritten when the returned optimizer takes its gradients (so compute gradients with it, not
+    with ``tf.gradients``). Unlike TensorFlow's, the rewrite is slim_mp's visible graph pass (its
+    report in ``rewrite_reports``, float32 master weights, the default measured placement) rather
+    than grappler's at run time, it works on CPUs too (``precision="bfloat16"``), and nothing global
+    is switched on: only losses differentiated by the returned optimizer are rewritten.
+
+    Args:
+      opt: a ``tf.compat.v1.train.Optimizer`` (Keras optimizers are not supported).
+      loss_scale: as TensorFlow documents it: ``"dynamic"`` (start at 2**15, halve on every
+        overflow, double after 2000 finite steps), a number >= 1 (fixed), or a
+        ``tf.compat.v1.mixed_precision.FixedLossScale``/``DynamicLossScale``; slim_mp's
+        ``LossScaleManager``s are accepted too, and None gives the precision's default.
+      precision: ``float16`` (TensorFlow's rewrite, for tensor-core GPUs) or ``bfloat16``.
+      options: the graph pass's ``slim_mp.RewriteOptions``; None for the defaults.
+
+    Returns:
+      The wrapped optimizer, a ``MixedPrecisionOptimizer``.
+
+    Raises:
+      ValueError: as TensorFlow's, when ``opt`` is not a ``tf.compat.v1.train.Optimizer`` or is
+        already a loss-scale optimizer; also for a ``loss_scale`` or ``precision`` it cannot use.
+    """
+    if isinstance(opt, LossScaleOptimizer):
+        raise ValueError("opt is already a slim_mp LossScaleOptimizer; pass the optimizer it wraps: "
+                         "enable_mixed_precision_graph_rewrite wraps it itself.")
+    if not isinstance(opt, tf.compat.v1.train.Optimizer):
+        raise ValueError(f"opt must be a tf.compat.v1.train.Optimizer, got {type(opt).__name__}; "
+                         "wrap e.g. tf.compat.v1.train.MomentumOptimizer(0.01, 0.9).")
+    return enable_mixed_precision(opt, precision, from_tensorflow_loss_scale(loss_scale), options=options)

@@ -10,12 +10,13 @@ from slim_mp.loss_scale.finite_check import Gradient, GradsAndVars, gradient_val
 from slim_mp.loss_scale.managers import (LOSS_SCALE_STATE_NAMES, ExponentialUpdateLossScaleManager,
                                          FixedLossScaleManager, LossScaleManager, NoLossScaling)
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
-from slim_mp.loss_scale.policy import (DYNAMIC, DynamicLossScale, LossScaleLike, make_loss_scale_manager,
-                                       parse_loss_scale)
+from slim_mp.loss_scale.policy import (DYNAMIC, DynamicLossScale, LossScaleLike, from_tensorflow_loss_scale,
+                                       make_loss_scale_manager, parse_loss_scale)
 
 __all__ = [
     "LOSS_CHECK", "LOSS_SCALE_GUARD", "Divergence", "TrainingDivergedError", "loss_check", "read_divergence",
     "with_diagnosis", "LOSS_SCALE_STATE_NAMES", "ExponentialUpdateLossScaleManager", "FixedLossScaleManager",
     "LossScaleManager", "NoLossScaling", "Gradient", "GradsAndVars", "gradient_values", "LossScaleOptimizer",
-    "DYNAMIC", "DynamicLossScale", "LossScaleLike", "make_loss_scale_manager", "parse_loss_scale",
+    "DYNAMIC", "DynamicLossScale", "LossScaleLike", "from_tensorflow_loss_scale", "make_loss_scale_manager",
+    "parse_loss_scale",
 ]

@@ -101,3 +101,31 @@ def make_loss_scale_manager(loss_scale: LossScaleLike, precision: PrecisionLike,
     if request == "dynamic":
         return dynamic.manager()
     return FixedLossScaleManager(request)
+
+
+def from_tensorflow_loss_scale(loss_scale: object) -> LossScaleLike:
+    """The request of ``tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite``'s ``loss_scale``.
+
+    TensorFlow takes ``"dynamic"``, a number, or one of its ``LossScale`` objects; the objects become
+    the same scaling here: ``FixedLossScale(v)`` a fixed ``v``, ``DynamicLossScale(initial_loss_scale,
+    increment_period, multiplier)`` a manager that starts at ``initial_loss_scale``, divides by
+    ``multiplier`` on every overflow (never below 1) and multiplies by it after ``increment_period``
+    finite steps, as TensorFlow's does. Anything else is returned unchanged for ``parse_loss_scale``.
+
+    Raises:
+      ValueError: for a ``LossScale`` of another class, which has no equivalent here.
+    """
+    mixed_precision = tf.compat.v1.mixed_precision
+    if isinstance(loss_scale, mixed_precision.FixedLossScale):
+        return float(loss_scale.get_config()["loss_scale_value"])
+    if isinstance(loss_scale, mixed_precision.DynamicLossScale):
+        config = loss_scale.get_config()
+        multiplier = float(config["multiplier"])
+        return DynamicLossScale(initial_scale=float(config["initial_loss_scale"]),
+                                growth_steps=int(config["increment_period"]), growth_ratio=multiplier,
+                                backoff_ratio=1.0 / multiplier).manager()
+    if isinstance(loss_scale, mixed_precision.LossScale):
+        raise ValueError(f"loss_scale={type(loss_scale).__name__}(...) has no slim_mp equivalent; pass 'dynamic', "
+                         "a number >= 1, tf.compat.v1.mixed_precision.FixedLossScale/DynamicLossScale, "
+                         "or a slim_mp LossScaleManager.")
+    return loss_scale
