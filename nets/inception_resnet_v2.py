@@ -250,7 +250,10 @@ def inception_resnet_v2(
                 end_points["AuxLogits"] = inception_parts.aux_logits_head(
                     end_points["PreAuxLogits"], num_classes, conv_scope="Conv2d_2a_5x5", logits_scope="Logits"
                 )
-            logits = inception_parts.logits_head(net, num_classes, is_training, dropout_keep_prob, end_points)
+            logits = inception_parts.logits_head(
+                net, num_classes, is_training, dropout_keep_prob, end_points,
+                pool_scope="AvgPool_1a_8x8", flatten_before_dropout=True,
+            )
     return logits, end_points
 
 

@@ -37,6 +37,7 @@ _HEAD = inception_parts.HeadLayout(
     dropout_scope="Dropout_0b",
     logits_scope="Conv2d_0c_1x1",
     records_pre_logits=False,
+    predictions_under_logits=True,
 )
 
 

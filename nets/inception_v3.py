@@ -29,6 +29,7 @@ _HEAD = inception_parts.HeadLayout(
     dropout_scope="Dropout_1b",
     logits_scope="Conv2d_1c_1x1",
     records_pre_logits=True,
+    predictions_under_logits=False,
 )
 
 

@@ -115,7 +115,11 @@ def squeeze_if(logits: tf.Tensor, spatial_squeeze: bool) -> tf.Tensor:
 
 @dataclass(frozen=True)
 class HeadLayout:
-    """Layer and end-point names of one Inception v1-v3 classification head (they differ between versions)."""
+    """Layer and end-point names of one Inception v1-v3 classification head (they differ between versions).
+
+    ``predictions_under_logits``: the official v1 applies ``prediction_fn`` inside the ``Logits`` scope
+    (``InceptionV1/Logits/Predictions``), v2 and v3 after it (``InceptionV3/Predictions``).
+    """
 
     pool_size: int
     pool_stride: int
@@ -124,6 +128,7 @@ class HeadLayout:
     dropout_scope: str
     logits_scope: str
     records_pre_logits: bool
+    predictions_under_logits: bool
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,9 @@ def classification_head(features: tf.Tensor, end_points: dict, layout: HeadLayou
         )
         logits = squeeze_if(logits, options.spatial_squeeze)
         end_points["Logits"] = logits
+        if layout.predictions_under_logits:
+            end_points["Predictions"] = options.prediction_fn(logits, scope="Predictions")
+    if not layout.predictions_under_logits:
         end_points["Predictions"] = options.prediction_fn(logits, scope="Predictions")
     return logits, end_points
 
@@ -185,9 +193,17 @@ def logits_head(
     is_training: bool,
     dropout_keep_prob: float,
     end_points: dict,
+    pool_scope: str = "AvgPool_1a",
+    flatten_before_dropout: bool = False,
 ) -> tf.Tensor:
-    """Inception-v4 / Inception-ResNet-v2 classifier (scope ``Logits``): global average pool, dropout,
+    """Inception-v4 / Inception-ResNet-v2 classifier (scope ``Logits``): global average pool, dropout and
     flatten, fully connected ``Logits``.
+
+    The two official heads name their layers differently, and their tensors keep those names:
+    Inception-v4 pools in ``pool_scope`` ``AvgPool_1a``, drops out in ``Dropout_1b`` and then flattens
+    in ``PreLogitsFlatten``; Inception-ResNet-v2 pools in ``AvgPool_1a_8x8``, flattens first
+    (``flatten_before_dropout``, scope ``Flatten``) and drops out in ``Dropout``. Either order gives
+    the same values, as dropout is elementwise.
 
     Fills ``end_points`` (``global_pool``, ``PreLogitsFlatten``, ``Logits``,
     ``Predictions``) and returns the logits, or the pooled features when
@@ -196,14 +212,18 @@ def logits_head(
     with tf.compat.v1.variable_scope("Logits"):
         grid = net.get_shape()[1:3]
         if grid.is_fully_defined():
-            net = slim.avg_pool2d(net, grid.as_list(), padding="VALID", scope="AvgPool_1a")
+            net = slim.avg_pool2d(net, grid.as_list(), padding="VALID", scope=pool_scope)
         else:
             net = tf.reduce_mean(net, [1, 2], keepdims=True, name="global_pool")
         end_points["global_pool"] = net
         if not num_classes:
             return net
-        net = slim.dropout(net, dropout_keep_prob, is_training=is_training, scope="Dropout_1b")
-        net = slim.flatten(net, scope="PreLogitsFlatten")
+        if flatten_before_dropout:
+            net = slim.flatten(net)
+            net = slim.dropout(net, dropout_keep_prob, is_training=is_training, scope="Dropout")
+        else:
+            net = slim.dropout(net, dropout_keep_prob, is_training=is_training, scope="Dropout_1b")
+            net = slim.flatten(net, scope="PreLogitsFlatten")
         end_points["PreLogitsFlatten"] = net
         logits = slim.fully_connected(net, num_classes, activation_fn=None, scope="Logits")
         end_points["Logits"] = logits

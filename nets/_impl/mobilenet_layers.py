@@ -32,17 +32,17 @@ def fixed_padding(inputs: tf.Tensor, kernel_size: Sequence[int], rate: int = 1) 
 
 
 def average_pool(inputs: tf.Tensor, pool_op=tf.nn.avg_pool2d, window: Optional[Sequence[int]] = None,
-                   stride: int = 1) -> tf.Tensor:
+                   stride: int = 1, mean_name: str = "global_average") -> tf.Tensor:
     """Average-pool ``inputs`` with ``window`` (default: its whole height and width) and ``stride``, VALID padding.
 
     When height or width is unknown at graph-build time a whole-map average is a
-    ``tf.reduce_mean`` instead (TensorFlow 2.21's pooling ops need a static window).
+    ``tf.reduce_mean`` named ``mean_name`` instead (TensorFlow 2.21's pooling ops need a static window).
     """
     height, width = inputs.shape.as_list()[1:3]
     if window is None:
         window = (height, width)
     if None in window:
-        return tf.reduce_mean(inputs, [1, 2], keepdims=True, name="global_average")
+        return tf.reduce_mean(inputs, [1, 2], keepdims=True, name=mean_name)
     return pool_op(inputs, ksize=[1, window[0], window[1], 1], strides=[1, stride, stride, 1], padding="VALID")
 
 

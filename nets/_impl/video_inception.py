@@ -76,7 +76,7 @@ def self_gating(input_tensor: tf.Tensor, scope: str, data_format: str = "NDHWC")
         data_format=data_format,
         scope=scope + "/self_gating/transformer_W",
     )
-    return input_tensor * tf.sigmoid(gates)
+    return tf.multiply(tf.sigmoid(gates), input_tensor)  # an op named ``Mul``, as the official graph's
 
 
 def _check_options(inputs: tf.Tensor, options: BodyOptions) -> None:

@@ -175,13 +175,14 @@ def mobilenet_base(
     return net, end_points
 
 
-def global_pool(input_tensor: tf.Tensor, pool_op: Callable = tf.nn.avg_pool2d) -> tf.Tensor:
+def global_pool(input_tensor: tf.Tensor, pool_op: Callable = tf.compat.v1.nn.avg_pool) -> tf.Tensor:
     """Average ``input_tensor`` to [batch, 1, 1, depth] with one ``pool_op`` over the whole map.
 
-    An average pool is better supported by accelerators than ``tf.reduce_mean``;
-    when height or width is unknown, ``tf.reduce_mean`` is used all the same.
+    An average pool is better supported by accelerators than ``tf.reduce_mean``. The default pool op
+    is named ``AvgPool``, as the official graph's (``MobilenetV2/Logits/AvgPool``, which users fetch
+    features from); when height or width is unknown a ``tf.reduce_mean`` named ``AvgPool`` takes its place.
     """
-    pooled = average_pool(input_tensor, pool_op)
+    pooled = average_pool(input_tensor, pool_op, mean_name="AvgPool")
     pooled.set_shape([None, 1, 1, None])
     return pooled
 
