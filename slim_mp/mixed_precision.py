@@ -8,7 +8,7 @@ from slim_mp.loss_scale import (FixedLossScaleManager, LossScaleLike, LossScaleM
                                 gradient_values, make_loss_scale_manager)
 from slim_mp.precision import PrecisionLike, resolve_precision
 from slim_mp.graph_pass import RewriteOptions, RewriteReport, rewrite, rewrite_options_from
-from slim_mp.numerics import NonfiniteProbe
+from slim_mp.numerics import NonfiniteProbe, unwatched_probes_warning
 
 
 class MixedPrecisionOptimizer(LossScaleOptimizer):
@@ -74,6 +74,13 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
             if gradients:
                 self.nonfinite_probes.append(NonfiniteProbe(loss, gradients, self.gradients_loss_scale))
         return grads_and_vars
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        train_op = super().apply_gradients(grads_and_vars, global_step, name)
+        if not self.nonfinite_probes:
+            return train_op
+        # A loop that runs no probe gets one warning at its first step, naming the seam to add.
+        return tf.group(train_op, unwatched_probes_warning(tf.compat.v1.get_default_graph()))
 
 
 def enable_mixed_precision(
