@@ -117,7 +117,8 @@ def enable_mixed_precision(
         ``SyncReplicasOptimizer`` (see ``LossScaleOptimizer``).
       debug_nonfinite: also build, per gradient computation, a ``NonfiniteProbe`` (kept in
         ``optimizer.nonfinite_probes``): an extra fetch, never run by the train step, that a loop runs
-        after a skipped step to name the op where inf/NaN first appeared (the training loop does).
+        after a skipped step to name the op where inf/NaN first appeared (our training loop,
+        ``slim_mp.train_step`` and ``slim_mp.TrainStepHook`` do; any other loop is warned once).
         Steps with inf/NaN gradients are then always skipped (bfloat16's default ``NoLossScaling``
         becomes a fixed scale of 1), so the replay sees the weights the failing step saw.
       placement: ``"measured"`` (the default) keeps float32 the allow ops measured slower in low

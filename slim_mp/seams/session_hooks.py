@@ -59,12 +59,12 @@ class TrainStepHook(tf1.train.SessionRunHook):
 
     def before_run(self, run_context: tf1.train.SessionRunContext) -> tf1.train.SessionRunArgs:
         self._watch.last_feed = self._watch.before_step(run_context.session)
-        return tf1.train.SessionRunArgs(self._watch.fetches(self._loss), feed_dict=self._watch.last_feed or None)
+        return tf1.train.SessionRunArgs(self._loss, feed_dict=self._watch.last_feed or None)
 
     def after_run(self, run_context: tf1.train.SessionRunContext, run_values: tf1.train.SessionRunValues) -> None:
-        step = int(run_context.session.run(self._global_step))  # after the step's update, unlike a fetch in its run
-        self._watch.after_step(run_context.session, run_values.results, self._watch.last_feed, step)
-        if step % self._every == 0:
+        loss = None if self._loss is None else float(run_values.results)
+        self._watch.after_step(run_context.session, loss, self._watch.last_feed, self._global_step)
+        if int(self._watch.last_values["step"]) % self._every == 0:
             logging.info("%s", self._watch.progress_line())
         if self._watch.stop_requested("the CheckpointSaverHook"):
             run_context.request_stop()

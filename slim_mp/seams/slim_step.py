@@ -48,7 +48,7 @@ def train_step(sess: tf.compat.v1.Session, train_op: tf.Tensor, global_step: tf.
     try:
         feed = watch.before_step(sess)
         try:
-            values = sess.run(watch.fetches(train_op), feed_dict=feed or None)
+            loss = float(sess.run(train_op, feed_dict=feed or None))
         except tf.errors.InvalidArgumentError as error:
             diverged = watch.diverged(error, sess, feed, global_step)
             if diverged is None:
@@ -56,8 +56,7 @@ def train_step(sess: tf.compat.v1.Session, train_op: tf.Tensor, global_step: tf.
             report_uncaught_divergence()
             raise diverged from None
         flags = {key: train_step_kwargs[key] for key in _STOP_FLAGS if key in train_step_kwargs}
-        flag_values = sess.run(dict(flags, step=global_step))
-        watch.after_step(sess, values, feed, int(flag_values["step"]))
+        flag_values = watch.after_step(sess, loss, feed, global_step, flags)
     except BaseException:
         watch.sigterm.restore()
         raise
@@ -68,4 +67,4 @@ def train_step(sess: tf.compat.v1.Session, train_op: tf.Tensor, global_step: tf.
         watch.sigterm.restore()
     elif watch.stop_requested("slim.learning.train's final save"):
         should_stop = True
-    return float(values["loss"]), should_stop
+    return loss, should_stop

@@ -39,24 +39,26 @@ class StepWatch:
     global_step: Optional[tf.Tensor] = None
     last_feed: Feed = dataclasses.field(default_factory=dict)
 
-    def fetches(self, loss: Optional[tf.Tensor]) -> Dict[str, tf.Tensor]:
-        """What a step fetches besides its train op: the loss (if given), loss scale and skipped steps."""
-        return dict(self.progress) if loss is None else dict(self.progress, loss=loss)
-
     def before_step(self, session: tf.compat.v1.Session) -> Feed:
         """Read the step's batch for the probes (empty without them); the step runs with it fed."""
         return self.nonfinite.capture(session)
 
-    def after_step(self, session: tf.compat.v1.Session, values: Dict[str, np.ndarray], feed: Feed, step: int) -> None:
-        """Count the step; after a skipped one, replay it and log which op made the first inf/NaN.
+    def after_step(self, session: tf.compat.v1.Session, loss: Optional[float], feed: Feed, global_step: tf.Tensor,
+                   extra: Optional[Dict[str, tf.Tensor]] = None) -> Dict[str, np.ndarray]:
+        """Read the step, loss scale and skipped steps (and ``extra``) once the step is done; return ``extra``'s values.
 
-        ``step`` is the global step read after the step's run (a read in the same run may precede its increment).
+        Read in a run of their own: fetched in the step's run, a read may come before or after the
+        step's update. After a skipped step the probes replay it and a WARNING names the first inf/NaN.
         """
-        values = dict(values, step=step)
+        fetched = session.run(dict(extra or {}, **self.progress, step=global_step))
+        values = {key: fetched[key] for key in (*self.progress, "step")}
+        if loss is not None:
+            values["loss"] = loss
         self.nonfinite.after_step(session, values, feed)
         if self.throughput is not None:
             self.throughput.step_done()
         self.last_values = {key: float(value) for key, value in values.items()}
+        return {key: fetched[key] for key in extra or {}}
 
     def progress_line(self) -> str:
         """The progress line of the last step; images/s over the steps since the previous line."""
