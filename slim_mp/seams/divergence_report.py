@@ -1,4 +1,4 @@
-"""A diverged run's ``InvalidArgumentError`` as a ``TrainingDivergedError``, and one ``error:`` line if nobody catches it.
+"""A diverged run's ``InvalidArgumentError`` as a ``TrainingDivergedError``; one ``error:`` line if uncaught.
 
 The in-graph checks fail a step with an ``InvalidArgumentError`` whose message holds the check's
 sentence and a dump of the assert node. Every loop (ours, the step function, the hook's context

@@ -1,10 +1,10 @@
 """A user's training script in the style of the official TF-Slim ``train_image_classifier.py``, plus its eval.
 
 What a user has: tf_slim's reader (``slim.dataset.Dataset`` + ``DatasetDataProvider`` +
-``tf.train.batch``) over official-format TFRecords, ``slim.learning.create_train_op`` and
-``slim.learning.train``, then ``slim.evaluation.evaluate_once`` with streaming metrics. What they add
-for mixed precision: ``import slim_mp``, one ``enable_mixed_precision`` line after the optimizer
-is built, and ``train_step_fn=slim_mp.train_step`` in the ``slim.learning.train`` call (the
+``tf.train.batch``) over official-format TFRecords, the official script's train tensor (the total
+loss after the updates, so nothing checks the loss itself) and ``slim.learning.train``, then
+``slim.evaluation.evaluate_once`` with streaming metrics. What they add for mixed precision:
+``import slim_mp``, one ``enable_mixed_precision`` line after the optimizer is built, and ``train_step_fn=slim_mp.train_step`` in the ``slim.learning.train`` call (the
 README's lines). ``tf.disable_eager_execution()`` is what any TF1-style script needs under TF 2.21;
 INFO logging is what the official script sets.
 
@@ -80,7 +80,11 @@ def train() -> dict:
         if FLAGS.precision != "float32":
             optimizer = slim_mp.enable_mixed_precision(optimizer, precision=FLAGS.precision,
                                                        debug_nonfinite=FLAGS.debug_nonfinite)
-        train_op = slim.learning.create_train_op(total_loss, optimizer, global_step=global_step)
+        # The official script's train tensor: the loss after the updates (no check of the loss itself).
+        update_op = tf.group(*tf.get_collection(tf.GraphKeys.UPDATE_OPS),
+                             optimizer.minimize(total_loss, global_step=global_step))
+        with tf.control_dependencies([update_op]):
+            train_op = tf.identity(total_loss, name="train_op")
         low_precision_convs = [op.name for op in tf.get_default_graph().get_operations()
                                if op.type == "Conv2D" and op.get_attr("T") != tf.float32]
         final_loss = slim.learning.train(train_op, FLAGS.train_dir, number_of_steps=FLAGS.max_number_of_steps,

@@ -19,6 +19,7 @@ official-style script, with a train_dir and slim's defaults, in a process of its
 import os
 import re
 import signal
+import sys
 
 import numpy as np
 import pytest
@@ -47,7 +48,6 @@ def logged(monkeypatch):
 @pytest.fixture(autouse=True)
 def restore_excepthook_and_sigterm(monkeypatch):
     """The seams install an excepthook for divergence and a SIGTERM handler: undo both after each test."""
-    import sys
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     previous = signal.getsignal(signal.SIGTERM)
     yield
@@ -55,7 +55,7 @@ def restore_excepthook_and_sigterm(monkeypatch):
 
 
 def _model(learning_rate: float, loss_scale, debug_nonfinite: bool = True, skips: int = 3):
-    """(train_op, global_step) of the tiny float16 model; fc1's variables are returned too for checks."""
+    """(train_op, global_step) of the tiny float16 model, trained by gradient descent at ``learning_rate``."""
     global_step = tf1.train.get_or_create_global_step()
     data = tf.data.Dataset.from_tensor_slices(
         (np.ones([64, FEATURES], np.float32), np.zeros([64], np.int64))).repeat().batch(BATCH, drop_remainder=True)
@@ -76,7 +76,7 @@ def _one_sentence(error: Exception) -> str:
     return message
 
 
-def test_slim_train_with_the_step_function_names_the_first_nonfinite_op_of_a_diverged_run(tmp_path, logged):
+def test_slim_train_with_the_step_function_names_the_first_nonfinite_op_of_a_diverged_run(logged):
     with tf.Graph().as_default():
         train_op, _ = _model(learning_rate=1e8, loss_scale=1.0)
         with pytest.raises(slim_mp.TrainingDivergedError) as raised:
@@ -107,7 +107,7 @@ def test_the_fp32_reference_of_that_run_leaves_fc1_beyond_float16_after_one_step
             assert max(float(np.max(np.abs(value))) for value in session.run(fc1)) > FLOAT16_MAX
 
 
-def test_slim_train_progress_shows_loss_scale_and_skipped_steps_until_the_guard(tmp_path, logged):
+def test_slim_train_progress_shows_loss_scale_and_skipped_steps_until_the_guard(logged):
     with tf.Graph().as_default():
         train_op, _ = _model(learning_rate=0.01, loss_scale=1e30, skips=3)
         with pytest.raises(slim_mp.TrainingDivergedError) as raised:
@@ -123,7 +123,8 @@ def test_slim_train_progress_shows_loss_scale_and_skipped_steps_until_the_guard(
     assert len(skipped) == 2 and all("backward pass, low precision (float16)" in line for line in skipped)
 
 
-def test_slim_train_progress_lines_of_a_healthy_run(tmp_path, logged):
+def test_slim_train_progress_lines_of_a_healthy_run(logged):
+    before = signal.getsignal(signal.SIGTERM)
     with tf.Graph().as_default():
         train_op, _ = _model(learning_rate=0.01, loss_scale=128.0, debug_nonfinite=False)
         loss = slim.learning.train(train_op, None, number_of_steps=6, log_every_n_steps=2,
@@ -133,6 +134,7 @@ def test_slim_train_progress_lines_of_a_healthy_run(tmp_path, logged):
     for line in progress:
         assert re.fullmatch(r"step=\d+ loss=\S+ loss_scale=128 skipped=0 images/s=\d+", line), line
     assert np.isfinite(loss)
+    assert signal.getsignal(signal.SIGTERM) is before  # given back once should_stop ended the run
 
 
 def test_monitored_training_session_hook_names_the_op_and_raises_one_sentence(tmp_path, logged):
@@ -186,7 +188,7 @@ class _SigtermAtStep(tf1.train.SessionRunHook):
 def test_sigterm_in_monitored_training_session_saves_the_current_step(tmp_path, logged):
     before = signal.getsignal(signal.SIGTERM)
     with tf.Graph().as_default():
-        train_op, global_step = _model(learning_rate=0.01, loss_scale=128.0, debug_nonfinite=False)
+        train_op, _ = _model(learning_rate=0.01, loss_scale=128.0, debug_nonfinite=False)
         with tf1.train.MonitoredTrainingSession(
                 checkpoint_dir=str(tmp_path), save_summaries_secs=None, save_checkpoint_secs=3600,
                 hooks=[slim_mp.TrainStepHook(train_op), _SigtermAtStep(5),
@@ -202,7 +204,7 @@ def test_sigterm_in_monitored_training_session_saves_the_current_step(tmp_path, 
 
 def test_debug_nonfinite_without_a_seam_warns_once_naming_the_seams(logged):
     with tf.Graph().as_default():
-        train_op, global_step = _model(learning_rate=0.01, loss_scale=128.0)
+        train_op, _ = _model(learning_rate=0.01, loss_scale=128.0)
         with tf1.Session() as session:
             session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
             for _ in range(3):
