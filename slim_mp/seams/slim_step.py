@@ -34,15 +34,19 @@ def train_step(sess: tf.compat.v1.Session, train_op: tf.Tensor, global_step: tf.
       train_op: the train op of ``slim.learning.create_train_op`` (its value is the total loss).
       global_step: the global step tensor.
       train_step_kwargs: slim's dictionary; its ``should_stop`` and ``should_log`` tensors are run
-        after the step (others, such as ``should_trace``, are not supported and ignored).
+        after the step (``logdir`` and ``summary_writer`` serve only traces, which it does not write).
 
     Returns:
       The step's total loss and whether training should stop (``should_stop``, or a SIGTERM arrived).
 
     Raises:
-      TrainingDivergedError: the loss-scale guard fired (the message is one sentence naming the step,
-        and with ``debug_nonfinite`` the op that made the first inf/NaN).
+      TrainingDivergedError: the loss-scale guard or a loss check fired (the message is one sentence
+        naming the step, and with ``debug_nonfinite`` the op that made the first inf/NaN).
+      ValueError: ``train_step_kwargs`` asks for traces (``trace_every_n_steps`` of ``slim.learning.train``).
     """
+    if "should_trace" in train_step_kwargs:
+        raise ValueError("train_step_fn=slim_mp.train_step writes no traces; drop trace_every_n_steps from "
+                         "slim.learning.train, or profile with slim's own train_step.")
     watch = step_watch(sess.graph)
     watch.sigterm.install()
     try:

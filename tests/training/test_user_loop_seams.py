@@ -229,3 +229,11 @@ def test_without_debug_nonfinite_the_train_step_runs_no_python():
         _model(learning_rate=0.01, loss_scale=128.0, debug_nonfinite=False)
         kinds = {op.type for op in tf1.get_default_graph().get_operations()}
     assert not kinds & {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
+
+
+def test_a_request_for_traces_is_an_error_naming_the_argument():
+    with tf.Graph().as_default():
+        train_op, global_step = _model(learning_rate=0.01, loss_scale=128.0, debug_nonfinite=False)
+        with tf1.Session() as session:
+            with pytest.raises(ValueError, match="drop trace_every_n_steps from slim.learning.train"):
+                slim_mp.train_step(session, train_op, global_step, {"should_trace": tf.constant(True)})
