@@ -19,7 +19,7 @@ from absl import flags
 
 from slim_mp.distribute.local_cluster import LocalCluster, check_train_args, python_command
 from slim_mp.training import cli
-from slim_mp.training.preemption import Terminated, sigterm_as_interrupt
+from slim_mp.seams import Terminated, sigterm_as_interrupt
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 

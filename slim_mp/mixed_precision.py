@@ -12,7 +12,7 @@ from slim_mp.loss_scale import (FixedLossScaleManager, LossScaleLike, LossScaleM
                                 from_tensorflow_loss_scale, gradient_values, make_loss_scale_manager)
 from slim_mp.precision import PrecisionLike, resolve_precision
 from slim_mp.graph_pass import RewriteOptions, RewriteReport, rewrite, rewrite_options_from
-from slim_mp.numerics import NonfiniteProbe
+from slim_mp.numerics import NonfiniteProbe, unwatched_probes_warning
 
 
 class MixedPrecisionOptimizer(LossScaleOptimizer):
@@ -79,6 +79,13 @@ class MixedPrecisionOptimizer(LossScaleOptimizer):
                 self.nonfinite_probes.append(NonfiniteProbe(loss, gradients, self.gradients_loss_scale))
         return grads_and_vars
 
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        train_op = super().apply_gradients(grads_and_vars, global_step, name)
+        if not self.nonfinite_probes:
+            return train_op
+        # A loop that runs no probe gets one warning at its first step, naming the seam to add.
+        return tf.group(train_op, unwatched_probes_warning(tf.compat.v1.get_default_graph()))
+
 
 def enable_mixed_precision(
     optimizer: tf.compat.v1.train.Optimizer,
@@ -114,7 +121,8 @@ def enable_mixed_precision(
         ``SyncReplicasOptimizer`` (see ``LossScaleOptimizer``).
       debug_nonfinite: also build, per gradient computation, a ``NonfiniteProbe`` (kept in
         ``optimizer.nonfinite_probes``): an extra fetch, never run by the train step, that a loop runs
-        after a skipped step to name the op where inf/NaN first appeared (the training loop does).
+        after a skipped step to name the op where inf/NaN first appeared (our training loop,
+        ``slim_mp.train_step`` and ``slim_mp.TrainStepHook`` do; any other loop is warned once).
         Steps with inf/NaN gradients are then always skipped (bfloat16's default ``NoLossScaling``
         becomes a fixed scale of 1), so the replay sees the weights the failing step saw.
       placement: ``"measured"`` (the default) keeps float32 the allow ops measured slower in low

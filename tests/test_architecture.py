@@ -5,8 +5,9 @@ Ranks (lower layers never import higher ones, nor a different unit of their own 
 - 0: ``compat``, ``precision``, ``devices``, ``config_fields``, ``json_files``
 - 1: ``graph_pass``, ``loss_scale``, ``datasets``
 - 2: ``numerics``
-- 3: ``mixed_precision`` (the facade), ``distribute``; the package root ``slim_mp/__init__.py`` is
-  the public surface and may import only the facade and ranks 0-2
+- 3: ``mixed_precision`` (the facade), ``distribute``, ``seams`` (a user's loop's step function and
+  hooks); the package root ``slim_mp/__init__.py`` is the public surface and may import only the
+  facade, ``seams`` and ranks 0-2
 - 4: ``training``
 - 5: ``export``, ``measure``
 
@@ -37,11 +38,11 @@ RANKS: Dict[str, int] = {
     "compat": 0, "precision": 0, "devices": 0, "config_fields": 0, "json_files": 0,
     "graph_pass": 1, "loss_scale": 1, "datasets": 1,
     "numerics": 2,
-    "mixed_precision": 3, "distribute": 3,
+    "mixed_precision": 3, "distribute": 3, "seams": 3,
     "training": 4,
     "export": 5, "measure": 5,
 }
-ROOT_MAY_IMPORT = frozenset({"mixed_precision"} | {unit for unit, rank in RANKS.items() if rank <= 2})
+ROOT_MAY_IMPORT = frozenset({"mixed_precision", "seams"} | {unit for unit, rank in RANKS.items() if rank <= 2})
 MIN_RANK_IMPORTING_ROOT = 4
 # Top-level packages of this repository that the library must never import.
 FORBIDDEN_TOP_LEVEL = frozenset({"scripts", "tests"})

@@ -9,7 +9,7 @@ from slim_mp.loss_scale.divergence import (LOSS_CHECK, LOSS_SCALE_GUARD, Diverge
 from slim_mp.loss_scale.finite_check import Gradient, GradsAndVars, gradient_values
 from slim_mp.loss_scale.managers import (LOSS_SCALE_STATE_NAMES, ExponentialUpdateLossScaleManager,
                                          FixedLossScaleManager, LossScaleManager, NoLossScaling)
-from slim_mp.loss_scale.optimizer import LossScaleOptimizer
+from slim_mp.loss_scale.optimizer import LOSS_SCALE_COLLECTION, SKIPPED_STEPS_COLLECTION, LossScaleOptimizer
 from slim_mp.loss_scale.policy import (DYNAMIC, DynamicLossScale, LossScaleLike, from_tensorflow_loss_scale,
                                        make_loss_scale_manager, parse_loss_scale)
 
@@ -17,6 +17,7 @@ __all__ = [
     "LOSS_CHECK", "LOSS_SCALE_GUARD", "Divergence", "TrainingDivergedError", "loss_check", "read_divergence",
     "with_diagnosis", "LOSS_SCALE_STATE_NAMES", "ExponentialUpdateLossScaleManager", "FixedLossScaleManager",
     "LossScaleManager", "NoLossScaling", "Gradient", "GradsAndVars", "gradient_values", "LossScaleOptimizer",
+    "LOSS_SCALE_COLLECTION", "SKIPPED_STEPS_COLLECTION",
     "DYNAMIC", "DynamicLossScale", "LossScaleLike", "from_tensorflow_loss_scale", "make_loss_scale_manager",
     "parse_loss_scale",
 ]

@@ -4,7 +4,8 @@ A check that fires inside the graph (``tf.debugging.check_numerics``, ``tf.debug
 reaches Python only as an ``InvalidArgumentError`` carrying a message, so at that boundary the
 sentences are the contract. They are all written and read here, nowhere else:
 
-- the loss check (``loss_check``): the train step's loss is inf or NaN;
+- the loss check (``loss_check``): the train step's loss is inf or NaN; tf_slim's own loss check
+  (``create_train_op(..., check_numerics=True)``, its default) reads back as the same check;
 - the loss-scale guard (``GUARD_SENTENCE_START`` ... ``GUARD_SENTENCE_END``, built by
   ``skip_monitor.divergence_guard``): the steps skipped in a row at the minimum scale;
 - the diagnosis (``with_diagnosis``) that ``--mp_debug_nonfinite`` adds to either: where the first
@@ -25,6 +26,8 @@ LOSS_CHECK_SENTENCE = "The loss is inf or NaN; lower --learning_rate or check th
 GUARD_SENTENCE_START = "Training diverged"
 GUARD_SENTENCE_END = "Run these layers in bfloat16, or add the ops that feed them to the float16 deny list."
 DIAGNOSIS_START = "Diagnosis (--mp_debug_nonfinite): "
+# The message of the check_numerics that tf_slim's create_train_op puts on the total loss.
+SLIM_LOSS_CHECK_MESSAGE = "LossTensor is inf or nan"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +72,7 @@ def with_diagnosis(error: tf.errors.OpError, diagnosis: str) -> tf.errors.OpErro
 def read_divergence(error: tf.errors.OpError) -> Optional[Divergence]:
     """The divergence check that raised ``error``, or None when ``error`` came from anything else."""
     message = error.message
-    if LOSS_CHECK_SENTENCE in message:
+    if LOSS_CHECK_SENTENCE in message or SLIM_LOSS_CHECK_MESSAGE in message:
         check, sentence = LOSS_CHECK, LOSS_CHECK_SENTENCE
     elif GUARD_SENTENCE_START in message and GUARD_SENTENCE_END in message:
         start = message.index(GUARD_SENTENCE_START)

@@ -19,6 +19,11 @@ from slim_mp.loss_scale.skip_monitor import (
 
 _HALF_DTYPES = (tf.float16, tf.bfloat16)
 
+# Graph collections holding each train step's loss-scale and skipped-steps tensors, for loops that
+# have only the session and graph (a step function of slim.learning.train, a SessionRunHook).
+LOSS_SCALE_COLLECTION = "slim_mp_loss_scale"
+SKIPPED_STEPS_COLLECTION = "slim_mp_skipped_steps"
+
 
 def _wide_dtype(dtype: tf.DType) -> tf.DType:
     """Return the dtype to scale in: float32 for half types (so the scale never becomes fp16), else ``dtype``."""
@@ -175,9 +180,12 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
 
     @staticmethod
     def _summarize(loss_scale: tf.Tensor, counters: SkipCounters) -> None:
-        """TensorBoard scalars of the loss scale and the skipped steps."""
+        """TensorBoard scalars of the loss scale and the skipped steps, also kept in the graph's collections."""
+        skipped = read_counter(counters.skipped_steps)
         tf.compat.v1.summary.scalar("loss_scale", loss_scale)
-        tf.compat.v1.summary.scalar("skipped_steps", read_counter(counters.skipped_steps))
+        tf.compat.v1.summary.scalar("skipped_steps", skipped)
+        tf.compat.v1.add_to_collection(LOSS_SCALE_COLLECTION, loss_scale)
+        tf.compat.v1.add_to_collection(SKIPPED_STEPS_COLLECTION, skipped)
 
     def compute_gradients(
         self,

@@ -7,10 +7,12 @@ The names other packages use are exported here.
 
 from slim_mp.numerics.layer_diff import LayerDiff, layer_diff, layer_diff_markdown
 from slim_mp.numerics.limits import LOG2_LOW
-from slim_mp.numerics.nonfinite import NonfiniteOrigin, NonfiniteProbe
+from slim_mp.numerics.nonfinite import (DATA_SOURCE_OP_TYPES, NonfiniteOrigin, NonfiniteProbe, graph_probes,
+                                       unwatched_probes_warning, watch_probes)
 from slim_mp.numerics.value_audit import AuditResult, audit, audit_markdown
 
 __all__ = [
     "LayerDiff", "layer_diff", "layer_diff_markdown", "LOG2_LOW", "NonfiniteOrigin", "NonfiniteProbe",
+    "DATA_SOURCE_OP_TYPES", "graph_probes", "unwatched_probes_warning", "watch_probes",
     "AuditResult", "audit", "audit_markdown",
 ]

@@ -5,13 +5,19 @@ flag per float tensor of the forward and backward pass) that the train step neve
 step is skipped (or its loss check fails), the loop feeds that step's batch and loss scale (the
 ``captured`` tensors) back in and fetches the flags; the first tensor in execution (topological)
 order that is not finite names the op where inf/NaN first appeared.
+
+Every probe is registered with its graph (``graph_probes``), so a training loop that has only the
+session finds them. A loop that runs them says so (``watch_probes``); ``unwatched_probes_warning``
+is the op a train step runs to warn once when the probes were built but nothing watches them.
 """
 
 import dataclasses
+import weakref
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from slim_mp.graph_pass import select_region
 from slim_mp.precision import LOW_PRECISIONS
@@ -20,6 +26,16 @@ from slim_mp.precision import LOW_PRECISIONS
 DATA_SOURCE_OP_TYPES = frozenset({
     "IteratorGetNext", "IteratorGetNextSync", "QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2",
 })
+
+
+# The seams that run the probes, named in the warning for a loop that runs none of them.
+WATCHING_SEAMS = ("train_step_fn=slim_mp.train_step in slim.learning.train(...), "
+                  "hooks=[slim_mp.TrainStepHook(...)] in MonitoredTrainingSession(...), "
+                  "or slim_mp.train_step(sess, train_op, global_step, {}) as the step of a plain Session loop")
+
+_PROBES_BY_GRAPH: "weakref.WeakKeyDictionary[tf.Graph, List[NonfiniteProbe]]" = weakref.WeakKeyDictionary()
+_WATCHED_GRAPHS: "weakref.WeakSet[tf.Graph]" = weakref.WeakSet()
+_WARNED_GRAPHS: "weakref.WeakSet[tf.Graph]" = weakref.WeakSet()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +106,7 @@ class NonfiniteProbe:
         self._backward = [t.op not in forward for t in self._tensors]
         with region.graph.as_default(), tf.name_scope("nonfinite_probe"):
             self._flags = tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in self._tensors])
+        _PROBES_BY_GRAPH.setdefault(region.graph, []).append(self)
 
     def diagnose(self, session: tf.compat.v1.Session, feed_dict: Dict) -> Optional[NonfiniteOrigin]:
         """Run the flags with ``feed_dict`` (the failing step's values of ``captured``, and any placeholders).
@@ -107,3 +124,34 @@ class NonfiniteProbe:
         scale = float(values["loss_scale"]) if "loss_scale" in values else None
         return NonfiniteOrigin(tensor.op.name, tensor.op.type, self._backward[bad[0]],
                                tensor.dtype.base_dtype.name, scale)
+
+
+def graph_probes(graph: tf.Graph) -> List[NonfiniteProbe]:
+    """The probes built in ``graph``, in the order they were built (empty without ``debug_nonfinite``)."""
+    return list(_PROBES_BY_GRAPH.get(graph, []))
+
+
+def watch_probes(graph: tf.Graph) -> List[NonfiniteProbe]:
+    """``graph_probes(graph)``, recording that a loop runs them (so ``unwatched_probes_warning`` stays silent)."""
+    _WATCHED_GRAPHS.add(graph)
+    return graph_probes(graph)
+
+
+def _warn_if_unwatched(graph_ref: "weakref.ref[tf.Graph]") -> np.bool_:
+    graph = graph_ref()
+    if graph is not None and graph not in _WATCHED_GRAPHS and graph not in _WARNED_GRAPHS:
+        _WARNED_GRAPHS.add(graph)
+        logging.warning("debug_nonfinite=True built non-finite probes, but nothing in this training loop runs "
+                        "them, so no skipped step will be diagnosed; add %s", WATCHING_SEAMS)
+    return np.bool_(True)
+
+
+def unwatched_probes_warning(graph: tf.Graph) -> tf.Tensor:
+    """An op (in ``graph``) that, run with the train step, warns once if no loop called ``watch_probes``.
+
+    It is a Python call per step, built only with ``debug_nonfinite``: without it steps are unchanged.
+    """
+    graph_ref = weakref.ref(graph)
+    with graph.as_default(), tf.name_scope("nonfinite_probe"):
+        return tf.numpy_function(lambda: _warn_if_unwatched(graph_ref), [], tf.bool, stateful=True,
+                                 name="unwatched_warning")

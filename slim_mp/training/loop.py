@@ -15,7 +15,6 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
-from slim_mp.loss_scale import TrainingDivergedError, read_divergence
 from slim_mp.training.checkpoint_io import (
     atomic_save, disk_write_errors, latest_checkpoint_note, latest_checkpoint_step, train_dir_lock,
 )
@@ -23,13 +22,11 @@ from slim_mp.training.checkpoint_restore import (
     check_checkpoint_complete, check_checkpoint_fits, find_resume_checkpoint,
 )
 from slim_mp.distribute import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
+from slim_mp.seams import NonfiniteWatch, Terminated, Throughput, diverged_error, format_progress, sigterm_as_interrupt
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
-from slim_mp.training.nonfinite_watch import NonfiniteWatch
 from slim_mp.training.precision_flags import write_rewrite_reports
-from slim_mp.training.preemption import Terminated, sigterm_as_interrupt
-from slim_mp.training.progress import Throughput, format_progress
 from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
 from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
 from slim_mp.training.train_graph import TrainGraph, build_train_graph
@@ -231,7 +228,7 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
     throughput = Throughput(built.images_per_step)
     last_save, last_summary = time.monotonic(), -float("inf")  # summaries from the first step on
     iterations = 0
-    watch = NonfiniteWatch(getattr(built.optimizer, "nonfinite_probes", []))
+    watch = NonfiniteWatch.for_graph(built.graph)
     try:
         # A damaged input file, or a label made negative by --labels_offset, becomes a ValueError naming it.
         with built.dataset.read_errors(), negative_label_errors(config.labels_offset):
@@ -244,11 +241,11 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
                     with watch.explaining_failure(session, feed):
                         values = session.run(fetches, feed_dict=feed or None)
                 except tf.errors.InvalidArgumentError as error:
-                    divergence = read_divergence(error)
-                    if divergence is None:
+                    diverged = diverged_error(
+                        error, step + 1, lambda: float(session.run(loss_scale)) if loss_scale is not None else None)
+                    if diverged is None:
                         raise
-                    scale = float(session.run(loss_scale)) if loss_scale is not None else None
-                    raise TrainingDivergedError(divergence, step + 1, scale) from error
+                    raise diverged from error
                 watch.after_step(session, values, feed)
                 throughput.step_done()
                 iterations += 1

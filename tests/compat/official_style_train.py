@@ -1,10 +1,12 @@
 """A user's training script in the style of the official TF-Slim ``train_image_classifier.py``, plus its eval.
 
 What a user has: tf_slim's reader (``slim.dataset.Dataset`` + ``DatasetDataProvider`` +
-``tf.train.batch``) over official-format TFRecords, ``slim.learning.create_train_op`` and
-``slim.learning.train``, then ``slim.evaluation.evaluate_once`` with streaming metrics. What they add
-for mixed precision: ``import slim_mp`` and one ``enable_mixed_precision`` line after the optimizer
-is built. ``tf.disable_eager_execution()`` is what any TF1-style script needs under TF 2.21.
+``tf.train.batch``) over official-format TFRecords, the official script's train tensor (the total
+loss after the updates, so nothing checks the loss itself) and ``slim.learning.train``, then
+``slim.evaluation.evaluate_once`` with streaming metrics. What they add for mixed precision:
+``import slim_mp``, one ``enable_mixed_precision`` line after the optimizer is built, and ``train_step_fn=slim_mp.train_step`` in the ``slim.learning.train`` call (the
+README's lines). ``tf.disable_eager_execution()`` is what any TF1-style script needs under TF 2.21;
+INFO logging is what the official script sets.
 
 ``--mode=train`` prints one JSON line with the low-precision Conv2D count and the rewrite summary,
 ``--mode=eval`` one with the streaming accuracy, ``--mode=train_and_eval`` both (one TensorFlow
@@ -76,12 +78,18 @@ def train() -> dict:
         total_loss = slim.losses.get_total_loss()
         optimizer = tf.train.MomentumOptimizer(FLAGS.learning_rate, 0.9)
         if FLAGS.precision != "float32":
-            optimizer = slim_mp.enable_mixed_precision(optimizer, precision=FLAGS.precision)
-        train_op = slim.learning.create_train_op(total_loss, optimizer, global_step=global_step)
+            optimizer = slim_mp.enable_mixed_precision(optimizer, precision=FLAGS.precision,
+                                                       debug_nonfinite=FLAGS.debug_nonfinite)
+        # The official script's train tensor: the loss after the updates (no check of the loss itself).
+        update_op = tf.group(*tf.get_collection(tf.GraphKeys.UPDATE_OPS),
+                             optimizer.minimize(total_loss, global_step=global_step))
+        with tf.control_dependencies([update_op]):
+            train_op = tf.identity(total_loss, name="train_op")
         low_precision_convs = [op.name for op in tf.get_default_graph().get_operations()
                                if op.type == "Conv2D" and op.get_attr("T") != tf.float32]
         final_loss = slim.learning.train(train_op, FLAGS.train_dir, number_of_steps=FLAGS.max_number_of_steps,
-                                         log_every_n_steps=FLAGS.max_number_of_steps, save_summaries_secs=600)
+                                         log_every_n_steps=FLAGS.log_every_n_steps, save_summaries_secs=600,
+                                         train_step_fn=slim_mp.train_step)
         reports = getattr(optimizer, "rewrite_reports", [])
         return {"final_loss": float(final_loss), "low_precision_convs": len(low_precision_convs),
                 "rewrite": reports[0].summary() if reports else None}
@@ -112,6 +120,8 @@ def define_flags() -> None:
     tf.app.flags.DEFINE_integer("max_number_of_steps", 50, "training steps")
     tf.app.flags.DEFINE_float("learning_rate", 0.05, "momentum optimizer learning rate")
     tf.app.flags.DEFINE_string("precision", "bfloat16", "float32 (no slim_mp line), bfloat16 or float16")
+    tf.app.flags.DEFINE_boolean("debug_nonfinite", False, "name the op of a skipped step's first inf/NaN")
+    tf.app.flags.DEFINE_integer("log_every_n_steps", 10, "steps between progress lines")
 
 
 def main(_) -> None:
@@ -126,4 +136,5 @@ def main(_) -> None:
 if __name__ == "__main__":
     define_flags()
     tf.disable_eager_execution()
+    tf.logging.set_verbosity(tf.logging.INFO)
     tf.app.run()

@@ -11,7 +11,8 @@ from train_configs import lenet_config
 
 import slim_mp
 from nets import nets_factory
-from slim_mp.training.loop import TrainingDivergedError, train
+from slim_mp.loss_scale import TrainingDivergedError
+from slim_mp.training.loop import train
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
 
 tf1 = tf.compat.v1

@@ -1,9 +1,11 @@
-"""``--mp_debug_nonfinite`` in the training loop: replay a failing step's batch to find its first inf/NaN.
+"""``debug_nonfinite`` in a training loop: replay a failing step's batch to find its first inf/NaN.
 
 With probes, each step first reads its batch and loss scale (the probes' ``captured`` tensors)
 and then runs the unchanged train step with them fed, so a failing step can be replayed: after a
 step skipped for non-finite gradients, or a step whose loss check failed, the probes' is-finite
-flags run once on the same inputs. Without probes nothing changes.
+flags run once on the same inputs. Without probes nothing changes. Our loop, the step function
+and the hook each build one from the graph (``for_graph``), which also tells the graph that its
+probes are watched (no "nothing runs them" warning).
 """
 
 import contextlib
@@ -14,7 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.loss_scale import LOSS_SCALE_GUARD, read_divergence, with_diagnosis
-from slim_mp.numerics import NonfiniteOrigin, NonfiniteProbe
+from slim_mp.numerics import NonfiniteOrigin, NonfiniteProbe, watch_probes
 
 Feed = Dict[tf.Tensor, np.ndarray]
 
@@ -26,6 +28,11 @@ class NonfiniteWatch:
         self._probes = list(probes)
         self._skipped = 0  # the run's skip counter is a local variable that starts at 0
         self.last_origin: Optional[NonfiniteOrigin] = None
+
+    @classmethod
+    def for_graph(cls, graph: tf.Graph) -> "NonfiniteWatch":
+        """The watch of every probe built in ``graph`` (none without ``debug_nonfinite``)."""
+        return cls(watch_probes(graph))
 
     def capture(self, session: tf.compat.v1.Session) -> Feed:
         """Read this step's batch and loss scale; the train step runs with them fed (empty without probes)."""
@@ -42,7 +49,7 @@ class NonfiniteWatch:
 
     def after_step(self, session: tf.compat.v1.Session, values: Dict, feed: Feed) -> Optional[NonfiniteOrigin]:
         """When the skipped-step count went up, replay the step and log one WARNING naming the first inf/NaN."""
-        if not self._probes:
+        if not self._probes or "skipped" not in values:
             return None
         skipped = int(values["skipped"])
         newly_skipped, self._skipped = skipped > self._skipped, skipped
@@ -57,18 +64,29 @@ class NonfiniteWatch:
             logging.warning("step %d was skipped for non-finite gradients: %s", step, origin.describe())
         return origin
 
+    def explain(self, error: tf.errors.OpError, session: Optional[tf.compat.v1.Session],
+                feed: Feed) -> tf.errors.OpError:
+        """``error`` with the origin of its inf/NaN added (the loss check, the divergence guard), or unchanged.
+
+        The guard fires a step after the last skipped one, whose replay already found the origin;
+        a failed loss check is replayed now (only with a ``session``: a closed one cannot replay).
+        """
+        if not self._probes or not isinstance(error, tf.errors.InvalidArgumentError):
+            return error
+        divergence = read_divergence(error)
+        if divergence is not None and divergence.diagnosis is not None:
+            return error
+        guard = divergence is not None and divergence.check == LOSS_SCALE_GUARD
+        origin = self.last_origin if guard or session is None else self._diagnose(session, feed)
+        return error if origin is None else with_diagnosis(error, origin.describe())
+
     @contextlib.contextmanager
     def explaining_failure(self, session: tf.compat.v1.Session, feed: Feed) -> Iterator[None]:
-        """Add the origin of the inf/NaN to a failing step's error (the loss check, the divergence guard)."""
+        """Within the block, a failing step's error gets the origin of its inf/NaN (see ``explain``)."""
         try:
             yield
         except tf.errors.InvalidArgumentError as error:
-            if not self._probes:
+            explained = self.explain(error, session, feed)
+            if explained is error:
                 raise
-            divergence = read_divergence(error)
-            # The guard fires a step after the last skipped one, whose replay already found the origin.
-            guard = divergence is not None and divergence.check == LOSS_SCALE_GUARD
-            origin = self.last_origin if guard else self._diagnose(session, feed)
-            if origin is None:
-                raise
-            raise with_diagnosis(error, origin.describe()) from error
+            raise explained from error
