@@ -13,6 +13,7 @@ Bad input prints one ``error: ...`` line and exits with status 2.
 """
 
 import dataclasses
+import os
 
 from slim_mp.config_fields import option
 from slim_mp.training import cli
@@ -58,6 +59,8 @@ def main() -> None:
     config = cli.config_from_flags(OverflowExampleConfig)
     if config.steps < 1:
         raise ValueError(f"--steps={config.steps} must be a positive integer; pass e.g. --steps=500.")
+    if os.path.exists(config.output_dir):
+        raise ValueError(f"--output_dir={config.output_dir} already exists; remove it or pass another folder.")
     train(float32_run(config))
     written = write_scaled_checkpoint(config.train_dir, config.output_dir, CONV1_FACTORS)
     scaled = ", ".join(f"{name} x{factor:g}" for name, factor in CONV1_FACTORS.items())
