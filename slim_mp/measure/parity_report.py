@@ -26,6 +26,11 @@ class Spread:
         """``0.8123 ± 0.0040``, or just the mean for one seed."""
         return f"{self.mean:.4f}" if self.std is None else f"{self.mean:.4f} ± {self.std:.4f}"
 
+    def points_text(self) -> str:
+        """A difference of fractions in percentage points, signed: ``+0.28 ± 0.40 pp``."""
+        mean = f"{100 * self.mean:+.2f}"
+        return f"{mean} pp" if self.std is None else f"{mean} ± {100 * self.std:.2f} pp"
+
 
 def spread(values: Sequence[float]) -> Spread:
     """Mean and sample standard deviation of ``values`` (at least one)."""
@@ -87,7 +92,8 @@ def to_markdown(result: ParityResult) -> str:
             [(precision, *(summary[precision][metric].text() for metric in METRICS)) for precision in summary],
         ),
         "",
-        f"Top-1 difference, {config.precision} − float32, paired by seed: {accuracy_difference(result).text()}.",
+        f"Top-1 difference, {config.precision} − float32, paired by seed: {accuracy_difference(result).text()} "
+        f"({accuracy_difference(result).points_text()}).",
         f"± is the {STD_DEFINITION}.",
         "",
         "## Per seed",

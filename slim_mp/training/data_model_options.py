@@ -18,7 +18,10 @@ class DataModelOptions:
     master: str = option(
         "", "The address of the TensorFlow master (a running worker server, e.g. grpc://host:2222); '' is local."
     )
-    num_preprocessing_threads: int = option(4, "The number of images decoded and preprocessed in parallel.")
+    num_preprocessing_threads: int = option(
+        4, "The number of images decoded and preprocessed in parallel (training with --seed preprocesses one at a "
+        "time, so its random distortions repeat)."
+    )
     dataset_name: str = option(
         "imagenet", "The name of the dataset to load (e.g. imagenet, cifar10, flowers, fashion_mnist, image_folder)."
     )

@@ -1,4 +1,10 @@
-"""tf.data input for training and evaluation: decode and preprocess in parallel, shuffle, repeat, batch, prefetch."""
+"""tf.data input for training and evaluation: decode and preprocess in parallel, shuffle, repeat, batch, prefetch.
+
+With a ``seed`` the batches are the same in every run: the order is fixed (seeded shuffles,
+deterministic map and interleave) and the preprocessing runs one image at a time. Its random
+distortions (crops, flips, colour) are stateful ops: run in parallel, which image draws which
+numbers depends on thread timing. Unseeded runs keep ``num_preprocessing_threads`` parallel calls.
+"""
 
 import contextlib
 import dataclasses
@@ -25,7 +31,8 @@ class InputOptions:
     evaluation reads the split exactly once and keeps the partial batch, so every example
     counts once. ``labels_offset`` is subtracted from every label (e.g. 1 to drop a
     background class). ``num_shards``/``shard_index`` give each worker of a cluster every
-    ``num_shards``-th example (disjoint shards when ``seed`` fixes the file order).
+    ``num_shards``-th example (disjoint shards when ``seed`` fixes the file order). A ``seed``
+    makes the batches repeatable and preprocesses one image at a time (``preprocessing_calls``).
     """
 
     batch_size: int
@@ -36,6 +43,16 @@ class InputOptions:
     seed: Optional[int] = None
     num_shards: int = 1
     shard_index: int = 0
+
+
+def preprocessing_calls(options: InputOptions) -> int:
+    """How many images are preprocessed at once: ``num_preprocessing_threads``, or 1 with a ``seed``.
+
+    The preprocessing functions draw their distortions from stateful random ops; parallel calls
+    share those ops' state in whatever order the threads reach them, so only serial calls give
+    each image the same numbers in every run.
+    """
+    return options.num_preprocessing_threads if options.seed is None else 1
 
 
 def check_options(options: InputOptions) -> None:
@@ -96,7 +113,7 @@ def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOpti
     if options.is_training:
         buffer = min(spec.num_samples, max(SHUFFLE_BUFFER_IMAGES, 4 * options.batch_size))
         dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True).repeat()
-    dataset = dataset.map(prepare, num_parallel_calls=options.num_preprocessing_threads)
+    dataset = dataset.map(prepare, num_parallel_calls=preprocessing_calls(options), deterministic=True)
     dataset = dataset.batch(options.batch_size, drop_remainder=options.is_training)
     return dataset.prefetch(tf.data.AUTOTUNE)
 

@@ -60,7 +60,10 @@ class TrainConfig(DataModelOptions):
         False, "Leave model variables missing from --checkpoint_path at their initial values."
     )
     seed: Optional[int] = option(
-        None, "Graph-level random seed (initialisation, shuffling, augmentation); unset for a random one."
+        None, "Random seed of initialisation, dropout, data order and augmentation: the same command then prints "
+        "the same losses at every step (the training preprocessing runs one image at a time). Only on the same "
+        "machine, TensorFlow, thread count and placement decisions (the timing cache or a copied "
+        "--train_dir/placement.json); unset for a random seed and parallel preprocessing."
     )
     ps_hosts: Tuple[str, ...] = option(
         (), "Comma-separated host:port of the parameter servers (this worker then starts its own server)."

@@ -1,11 +1,11 @@
-"""Input pipeline: channels, label offset, exact single pass for evaluation, full batches for training."""
+"""Input pipeline: channels, label offset, exact single pass for evaluation, full batches for training, seeded repeats."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from slim_mp.datasets import DatasetSpec
-from slim_mp.training.input_pipeline import InputOptions, next_batch
+from slim_mp.training.input_pipeline import InputOptions, next_batch, preprocessing_calls
 
 NUM_EXAMPLES = 10
 RNG = np.random.default_rng(0)
@@ -29,10 +29,22 @@ def scale_only(image, height, width):
     return tf.cast(image, tf.float32)
 
 
-def read_all(options: InputOptions, max_batches: int = 100) -> list:
-    """Run the pipeline in a graph; return the (images, labels) batches until the end or ``max_batches``."""
+def randomly_distorted(image, height, width):
+    """A preprocessing drawing from stateful random ops, as the official training preprocessings do."""
+    del height, width
+    image = tf.image.random_flip_left_right(tf.cast(image, tf.float32))
+    return image + tf.random.uniform(tf.shape(image), maxval=1.0)
+
+
+def read_all(options: InputOptions, max_batches: int = 100, preprocess=scale_only) -> list:
+    """Run the pipeline in a graph; return the (images, labels) batches until the end or ``max_batches``.
+
+    The graph-level seed is ``options.seed``, as the training graph sets it.
+    """
     with tf.Graph().as_default():
-        batch = next_batch(tiny_spec(), scale_only, options)
+        if options.seed is not None:
+            tf.compat.v1.set_random_seed(options.seed)
+        batch = next_batch(tiny_spec(), preprocess, options)
         batches = []
         with tf.compat.v1.Session() as session:
             for _ in range(max_batches):
@@ -68,6 +80,21 @@ def test_training_repeats_shuffles_and_keeps_only_full_batches():
     labels = np.concatenate([labels for _, labels in batches])
     assert not np.array_equal(labels[:NUM_EXAMPLES], LABELS)  # shuffled
     assert sorted(np.unique(labels)) == sorted(np.unique(LABELS))
+
+
+def test_a_seed_gives_the_same_randomly_distorted_batches_in_every_run():
+    """Default thread count; without serial preprocessing, parallel calls share the random ops' state
+    in thread order and the second pipeline's images differ (this failed before the fix)."""
+    options = InputOptions(batch_size=4, image_size=6, is_training=True, seed=3)
+    first, second = (read_all(options, max_batches=60, preprocess=randomly_distorted) for _ in range(2))
+    for (images, labels), (images_again, labels_again) in zip(first, second):
+        np.testing.assert_array_equal(labels, labels_again)
+        np.testing.assert_array_equal(images, images_again)
+
+
+def test_unseeded_runs_keep_the_parallel_preprocessing():
+    assert preprocessing_calls(InputOptions(batch_size=4, image_size=6, is_training=True)) == 4
+    assert preprocessing_calls(InputOptions(batch_size=4, image_size=6, is_training=True, seed=0)) == 1
 
 
 @pytest.mark.parametrize("field", ["batch_size", "image_size", "num_preprocessing_threads"])
