@@ -103,6 +103,8 @@ TIMING_WARMUP = 2
 EMULATED_PLACEMENT_RUNS = 3
 PROBE_ROUNDS = 3
 MAX_ROUNDS = 60
+# At 128x128 a step does 16 times the work, so fewer rounds already measure it well.
+LARGE_MAX_ROUNDS = 10
 # Shares of the budget for the interleaved timings (training size, 128x128).
 SPEED_SHARE = 0.08
 LARGE_SPEED_SHARE = 0.25
@@ -229,12 +231,13 @@ def demo_placement_options(native: bool, decisions_file: Optional[str]) -> Place
     return PlacementOptions(decisions_file=decisions_file, time_steps=False, warmup=1, runs=EMULATED_PLACEMENT_RUNS)
 
 
-def time_side_by_side(precision: str, image_size: int, seconds: float, options: PlacementOptions) -> SpeedComparison:
+def time_side_by_side(precision: str, image_size: int, seconds: float, options: PlacementOptions,
+                      max_rounds: int = MAX_ROUNDS) -> SpeedComparison:
     """Build float32 and mixed-precision train steps at ``image_size`` and time them interleaved for ~``seconds``.
 
     The mixed-precision step uses the measured placement with ``options`` (its build includes the
     placement's timing). After the builds, a few probe rounds measure the step times; the rounds
-    that fit ``seconds`` follow.
+    that fit ``seconds`` follow, at most ``max_rounds`` in all.
     """
     steps, build_seconds = {}, {}
     for config in ("float32", "slim_mp"):
@@ -248,7 +251,7 @@ def time_side_by_side(precision: str, image_size: int, seconds: float, options: 
         started = time.monotonic()
         times = benchmark_step.interleaved_times(runs, PROBE_ROUNDS, warmup=TIMING_WARMUP)
         round_seconds = sum(statistics.median(values) for values in times.values())
-        more = min(MAX_ROUNDS, int((seconds - (time.monotonic() - started)) / round_seconds)) - PROBE_ROUNDS
+        more = min(max_rounds, int((seconds - (time.monotonic() - started)) / round_seconds)) - PROBE_ROUNDS
         if more > 0:
             for config, values in benchmark_step.interleaved_times(runs, more, warmup=0).items():
                 times[config].extend(values)
@@ -276,28 +279,34 @@ def placement_line(precision: str, comparison: SpeedComparison) -> str:
             "slower on this device, or not faster beyond the timing noise)")
 
 
+def below_one_reason(precision: str, comparison: SpeedComparison, native: bool) -> Optional[str]:
+    """Why ``comparison``'s speed-up is below 1x, or None when it is not."""
+    if comparison.speedup >= 1.0:
+        return None
+    if comparison.low_ops == 0:
+        return (f"below 1x although the placement kept every op float32 ({precision} timed slower), "
+                "so both steps compute alike and the gap is timing noise")
+    if not native:
+        return f"below 1x because {precision} is emulated on this CPU: the ops left in it run slower"
+    return ("below 1x: the placement was decided on timings the machine's load later tilted "
+            "(docs/BENCHMARKS.md, robust to load)")
+
+
 def speed_line(precision: str, comparison: SpeedComparison, native: bool) -> str:
     """One comparison's result; a speed-up below 1x comes with its reason."""
     size = f"{comparison.image_size}x{comparison.image_size}"
     line = (f"  {size}: float32 {comparison.float32_seconds * 1000:.1f} ms/step, {precision} "
             f"{comparison.low_seconds * 1000:.1f} ms/step: {precision} runs at {comparison.speedup:.2f}x "
             f"float32's speed (median of {comparison.rounds} interleaved step pairs)")
-    if comparison.speedup >= 1.0:
-        return line
-    if comparison.low_ops == 0:
-        return line + (f"; below 1x although the placement kept every op float32 ({precision} timed slower), "
-                       "so both steps compute alike and the gap is timing noise")
-    if not native:
-        return line + f"; below 1x because {precision} is emulated on this CPU: the ops left in it run slower"
-    return line + ("; below 1x: the placement was decided on timings the machine's load later tilted "
-                   "(docs/BENCHMARKS.md, robust to load)")
+    reason = below_one_reason(precision, comparison, native)
+    return f"{line}; {reason}" if reason else line
 
 
 def large_timing_cost(comparison: SpeedComparison) -> float:
     """Seconds a cold 128x128 comparison would take, scaled from the training size's step times by pixel count."""
     scale = (LARGE_IMAGE_SIZE / comparison.image_size) ** 2
     step = scale * max(comparison.float32_seconds, comparison.low_seconds)
-    return comparison.low_build_seconds + step * (COLD_PLACEMENT_STEPS + 2 * (TIMING_WARMUP + PROBE_ROUNDS))
+    return comparison.low_build_seconds + step * (COLD_PLACEMENT_STEPS + 2 * (TIMING_WARMUP + LARGE_MAX_ROUNDS))
 
 
 def large_timing_skipped(precision: str, native: bool, comparison: SpeedComparison, budget: float) -> Optional[str]:
@@ -339,14 +348,19 @@ def steps_that_fit(seconds_left: float, startup_seconds: float, comparison: Spee
     return max(MIN_STEPS, min(MAX_STEPS, int((seconds_left - END_MARGIN_SECONDS - fixed) / per_step)))
 
 
-def format_table(rows: List[RunSummary], speedup: float) -> str:
-    """The comparison table; the speed-up column is the interleaved timing at the training size."""
+def format_table(rows: List[RunSummary], speedup: float, below_one: Optional[str] = None) -> str:
+    """The comparison table; the speed-up column is the interleaved timing at the training size.
+
+    ``below_one`` is the reason printed under the table when that speed-up is below 1x.
+    """
     lines = [f"{'precision':<10} {'final loss':>10} {'top-1':>7} {'images/s':>9} {'speed-up':>8}"]
     for row, row_speedup in zip(rows, (1.0, speedup)):
         lines.append(f"{row.precision:<10} {row.final_loss:>10.4f} {row.accuracy:>7.4f} "
                      f"{row.images_per_second:>9.1f} {row_speedup:>7.2f}x")
     lines.append("  (speed-up: the interleaved timing above; images/s: the two training runs, one after the "
                  "other, so load on the machine can tilt them)")
+    if below_one:
+        lines.append(f"  ({rows[1].precision} speed-up {below_one})")
     return "\n".join(lines)
 
 
@@ -400,7 +414,7 @@ def main() -> None:
         _say(f"  {LARGE_IMAGE_SIZE}x{LARGE_IMAGE_SIZE}: {skip_large}")
     else:
         large = time_side_by_side(low, LARGE_IMAGE_SIZE, LARGE_SPEED_SHARE * budget,
-                                  demo_placement_options(native, None))
+                                  demo_placement_options(native, None), max_rounds=LARGE_MAX_ROUNDS)
         _say(speed_line(low, large, native))
 
     seconds_left = deadline - time.monotonic()
@@ -419,7 +433,7 @@ def main() -> None:
 
     _say(f"\n{MODEL} on {DATASET} ({IMAGE_SIZE}x{IMAGE_SIZE}, batch {BATCH_SIZE}, {steps} steps, seed {SEED}, "
          f"{get_dataset(DATASET, 'test').num_samples} test images)")
-    _say(format_table(rows, small.speedup))
+    _say(format_table(rows, small.speedup, below_one_reason(low, small, native)))
     _say(f"outputs under {output_dir}; wall time {time.monotonic() - PROCESS_STARTED:.0f}s")
 
 

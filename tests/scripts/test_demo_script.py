@@ -81,6 +81,15 @@ def test_a_speed_up_below_1x_always_comes_with_its_reason(demo, native):
     assert "below 1x" in all_float32 and "kept every op float32" in all_float32
 
 
+def test_a_table_speed_up_below_1x_carries_its_reason(demo):
+    rows = [demo.RunSummary("float32", 0.5, 0.7, 100.0), demo.RunSummary("bfloat16", 0.5, 0.7, 95.0)]
+    slower = comparison(demo, 0.050, 0.052, low_ops=0, float32_ops=5)
+    table = demo.format_table(rows, slower.speedup, demo.below_one_reason("bfloat16", slower, False))
+    assert "0.96x" in table and "bfloat16 speed-up below 1x" in table
+    faster = comparison(demo, 0.052, 0.050)
+    assert "below 1x" not in demo.format_table(rows, faster.speedup, demo.below_one_reason("bfloat16", faster, True))
+
+
 def test_a_ten_times_slower_machine_trains_at_least_ten_times_fewer_steps_within_the_same_time(demo):
     seconds_left, startup = 200.0, 8.0
     fast_step, slow_step = 0.05, 0.5
