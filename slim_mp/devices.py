@@ -1,8 +1,9 @@
 """The one device detection of slim_mp: where ops run, and which low precisions it computes natively.
 
 Detection (``detect_device``, ``device_type``) reads TensorFlow's GPU details or the CPU's flags;
-the decisions (``precision_support``, ``preferred_low_precision``) are pure functions of those
-facts, so they can be checked on any machine:
+the decisions (``precision_support``, ``preferred_low_precision``, and ``speed_outlook``, what the
+measured placement can make of a precision) are pure functions of those facts, so they can be
+checked on any machine:
 
 * bfloat16 is native on CPUs with AVX512-BF16 or AMX-BF16 and on GPUs of compute capability 8.0 or newer;
 * float16 is native on GPUs of compute capability 7.0 or newer (tensor cores); on a CPU it is emulated.
@@ -90,6 +91,25 @@ def precision_support(device: DeviceInfo) -> Dict[str, PrecisionSupport]:
     if device.kind == "GPU":
         return {precision: _gpu_support(precision, device.compute_capability) for precision in LOW_PRECISION_NAMES}
     return {precision: _cpu_support(precision, device.cpu_flags) for precision in LOW_PRECISION_NAMES}
+
+
+def speed_outlook(support: PrecisionSupport) -> str:
+    """What the measured placement can make of ``support``'s precision, and so what speed to expect from it.
+
+    A pure function of the support verdict, so the explanation for both kinds of device can be checked
+    anywhere. Native: each conv/matmul op runs low where that is faster at its shape, so the gain
+    depends on the sizes (small images often gain little on a CPU). Emulated: low precision is
+    slower than float32 for most ops, so the placement keeps them float32 and mixed precision runs
+    at about float32's speed, which is the right outcome, not a fault.
+    """
+    if support.native:
+        return (f"{support.precision} is native here, so the measured placement runs each conv/matmul op in "
+                f"{support.precision} where it times faster at that op's shape and keeps it float32 where not; "
+                "the gain grows with the work per op (larger images, wider layers).")
+    return (f"{support.precision} is emulated here ({support.reason.removeprefix('emulated: ')}), so its "
+            "conv/matmul ops are mostly slower than float32; the measured placement keeps those float32, and "
+            "mixed precision then runs at about float32's speed (a speed-up near or below 1x is this CPU, not "
+            "the pass).")
 
 
 def native_precisions(device: DeviceInfo) -> List[str]:
