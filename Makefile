@@ -7,6 +7,14 @@ PY := $(VENV)/bin/python
 TF_WHEEL ?= tensorflow-cpu
 TF_VERSION := 2.21.0
 PYTEST_ARGS ?=
+# Two workers, each given whole files, so a module's expensive fixture is built once.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile
+# Tests that read executed graphs run again with oneDNN flipped (see pytest.ini, `executed_ops`).
+RUN_FLIPPED = flipped=$$($(PY) tests/support/onednn_flipped.py 2>/dev/null) \
+	|| { echo "error: tests/support/onednn_flipped.py could not import TensorFlow; run it to see why" >&2; exit 1; }; \
+	echo "again with oneDNN flipped: TF_ENABLE_ONEDNN_OPTS=$$flipped"; \
+	TF_ENABLE_ONEDNN_OPTS=$$flipped $(PY) -m pytest -q
 
 .PHONY: install test test-slow demo clean
 
@@ -23,10 +31,12 @@ $(VENV)/.installed: setup.py Makefile
 install: $(VENV)/.installed
 
 test: install
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS) tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not slow" $(PYTEST_ARGS) tests
+	$(RUN_FLIPPED) -m "executed_ops and not slow" $(PYTEST_ARGS) tests
 
 test-slow: install
-	$(PY) -m pytest -q -m slow $(PYTEST_ARGS) tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m slow $(PYTEST_ARGS) tests
+	$(RUN_FLIPPED) -m "executed_ops and slow" $(PYTEST_ARGS) tests
 
 demo: install
 	$(PY) scripts/demo.py

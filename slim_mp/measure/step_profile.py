@@ -4,7 +4,8 @@
 what it reports is what TensorFlow ran after grappler's rewrites (fused convolutions included),
 not the Python graph:
 
-- per op: its type, output dtype, median time over the traced steps and, for convolutions and
+- per op: its type (the op a user built, see ``slim_mp.op_families``; the executed kernel, such as
+  oneDNN's ``_MklNativeFusedConv2D``, is kept beside it), output dtype, median time over the traced steps and, for convolutions and
   matrix products (forward and both gradients), the floating-point work and the GFLOP/s achieved;
 - at the step's peak of live tensors: the tensors alive then, their dtypes and the ops that made
   them. A tensor lives from the start of the op that makes it (its output is allocated while its
@@ -22,25 +23,26 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from slim_mp.op_families import op_family
+
 tf1 = tf.compat.v1
 
-# Op types whose work is counted, with how the product's shared dimension is found (see _flops).
+# Op families (see ``slim_mp.op_families``) whose work is counted, whichever kernel ran them.
 CONV_TYPES = frozenset({
-    "Conv2D", "_FusedConv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter",
-    "DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
-    "DepthwiseConv2dNativeBackpropFilter", "_MklNativeConv2D", "_MklNativeConv2DBackpropInput",
-    "_MklNativeConv2DBackpropFilter", "_MklNativeFusedConv2D",
+    "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "DepthwiseConv2dNative",
+    "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
 })
-MATMUL_TYPES = frozenset({"MatMul", "_FusedMatMul", "BatchMatMulV2", "_MklNativeFusedMatMul", "_MklMatMul"})
+MATMUL_TYPES = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2"})
 CAST_TYPE = "Cast"
 
 
 @dataclasses.dataclass(frozen=True)
 class OpTime:
-    """One executed op of a profiled step."""
+    """One executed op of a profiled step: ``op_type`` is its family, ``kernel`` what TensorFlow ran."""
 
     name: str
     op_type: str
+    kernel: str
     dtype: str
     micros: float
     flops: Optional[int] = None
@@ -169,23 +171,25 @@ def conv_matmul_flops(node: tf1.NodeDef, shapes: Dict[str, Tuple[int, ...]]) -> 
 
     Every convolution-like op does ``2 * (elements of the forward output) * (filter elements per
     output)``: for the gradients the forward output is the incoming gradient. None when the op is
-    not of these types or a shape is unknown.
+    not of these families or a shape is unknown. The inputs counted (data, filter, incoming
+    gradient) come first in grappler's and oneDNN's kernels too.
     """
     inputs = [_tensor_name(name) for name in node.input if not name.startswith("^")]
     output = shapes.get(f"{node.name}:0")
-    if node.op in MATMUL_TYPES:
+    family = op_family(node.op)
+    if family in MATMUL_TYPES:
         if output is None or not inputs or inputs[0] not in shapes:
             return None
         left = shapes[inputs[0]]
         adjoint = node.attr["transpose_a"].b or node.attr["adj_x"].b
         shared = left[-2] if adjoint else left[-1]
         return 2 * _product(output) * shared
-    if node.op not in CONV_TYPES or len(inputs) < 2:
+    if family not in CONV_TYPES or len(inputs) < 2:
         return None
-    depthwise = "Depthwise" in node.op
-    if node.op.endswith("BackpropInput"):
+    depthwise = family.startswith("Depthwise")
+    if family.endswith("BackpropInput"):
         forward_output, filter_shape = shapes.get(inputs[2]), shapes.get(inputs[1])
-    elif node.op.endswith("BackpropFilter"):
+    elif family.endswith("BackpropFilter"):
         forward_output, filter_shape = shapes.get(inputs[2]), output
     else:
         forward_output, filter_shape = output, shapes.get(inputs[1])
@@ -216,7 +220,7 @@ def executed_ops(metadata_list: Sequence[tf1.RunMetadata]) -> List[OpTime]:
     ops = []
     for name, samples in times.items():
         node = nodes[name]
-        ops.append(OpTime(name, node.op, _dtype_of(node), float(statistics.median(samples)),
+        ops.append(OpTime(name, op_family(node.op), node.op, _dtype_of(node), float(statistics.median(samples)),
                           conv_matmul_flops(node, shapes)))
     return sorted(ops, key=lambda op: -op.micros)
 
@@ -264,7 +268,7 @@ def live_tensors_at_peak(metadata: tf1.RunMetadata) -> Tuple[int, List[LiveTenso
                 forwarded.dies = max(forwarded.dies, dies)
                 buffer_of[key] = forwarded
                 continue
-            tensor = LiveTensor(stats.node_name, node.op if node else "-",
+            tensor = LiveTensor(stats.node_name, op_family(node.op) if node else "-",
                                 tf.dtypes.as_dtype(output.tensor_description.dtype).name,
                                 tuple(int(d.size) for d in output.tensor_description.shape.dim),
                                 int(allocation.allocated_bytes))

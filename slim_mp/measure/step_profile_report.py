@@ -1,8 +1,9 @@
 """Write a float32-versus-mixed-precision step profile as text, JSON and a plot.
 
-- ``profile.md``: the step times; per op type the time, share and speed-up; the casts; the
-  slowest convolutions and matrix products with their GFLOP/s against the device's peak; at the
-  memory peak the live bytes by dtype and the largest live tensors with the ops holding them.
+- ``profile.md``: the step times; per op type (the op a user built, whichever kernel ran it) the
+  time, share and speed-up; the casts; the slowest convolutions and matrix products with their
+  executed kernel and GFLOP/s against the device's peak; at the memory peak the live bytes by
+  dtype and the largest live tensors with the ops holding them.
 - ``profile.json``: the same numbers, every op included.
 - ``profile.png``: per op type the milliseconds mixed precision saves (green) or costs (red), and
   the live bytes at the peak by dtype for both configurations.
@@ -14,7 +15,7 @@ from typing import Dict, List, Optional
 
 from slim_mp.json_files import write_json_atomically
 from slim_mp.measure.device_peak import DevicePeak
-from slim_mp.measure.step_profile import CONV_TYPES, MATMUL_TYPES, StepProfile, TypeComparison, compare_profiles
+from slim_mp.measure.step_profile import MATMUL_TYPES, StepProfile, TypeComparison, compare_profiles
 
 TOP_TYPES = 15
 TOP_OPS = 12
@@ -40,12 +41,12 @@ def _type_rows(comparisons: List[TypeComparison], mixed: StepProfile) -> List[st
 
 def _heavy_op_rows(profile: StepProfile, peak: Optional[DevicePeak]) -> List[str]:
     heavy = [op for op in profile.ops if op.flops][:TOP_OPS]
-    rows = ["| op | type | dtype | ms | GFLOP/s | of peak |", "|---|---|---|---:|---:|---:|"]
+    rows = ["| op | type | kernel | dtype | ms | GFLOP/s | of peak |", "|---|---|---|---|---:|---:|---:|"]
     for op in heavy:
         achieved = op.gflops_per_second
         peak_value = _peak_for(op.op_type, peak)
         share = f"{100 * achieved / peak_value:.0f}%" if achieved and peak_value else "-"
-        rows.append(f"| {op.name} | {op.op_type} | {op.dtype} | {op.micros / 1e3:.2f} | "
+        rows.append(f"| {op.name} | {op.op_type} | {op.kernel} | {op.dtype} | {op.micros / 1e3:.2f} | "
                     f"{achieved or 0:.1f} | {share} |")
     return rows
 

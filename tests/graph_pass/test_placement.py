@@ -459,6 +459,7 @@ def test_dynamic_shape_has_no_signature():
     assert op_signature(conv.op) is None
 
 
+@pytest.mark.executed_ops
 def test_micro_benchmark_builds_forward_and_backprop_ops():
     graph = tf.Graph()
     with graph.as_default():
@@ -575,6 +576,7 @@ def test_a_cluster_sessions_grappler_options_reach_the_timing_sessions_and_the_k
         assert session.run(total) == 3.0
 
 
+@pytest.mark.executed_ops
 def test_inference_timing_builds_no_backprop_ops(monkeypatch):
     graphs = []
     real_session = MeasuringTarget.session

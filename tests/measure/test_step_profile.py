@@ -4,6 +4,7 @@ Expected values are computed by hand from the shapes (multiply-adds of a convolu
 tensor), never by the profiler.
 """
 
+import dataclasses
 import json
 import os
 
@@ -13,8 +14,10 @@ import tensorflow as tf
 
 from script_runs import REPO_ROOT, check_ok, run_script
 from slim_mp.measure.step_profile import StepProfile, compare_profiles, profile_session_step
+from slim_mp.op_families import op_family
 
 tf1 = tf.compat.v1
+pytestmark = pytest.mark.executed_ops
 PROFILE_SCRIPT = os.path.join(REPO_ROOT, "scripts", "profile_step.py")
 
 BATCH, SIZE, IN_CHANNELS, OUT_CHANNELS, KERNEL = 2, 8, 3, 4, 3
@@ -48,13 +51,19 @@ def profile() -> StepProfile:
 def test_every_convolution_and_product_does_the_work_its_shapes_say(profile):
     conv_flops = 2 * BATCH * SIZE * SIZE * OUT_CHANNELS * KERNEL * KERNEL * IN_CHANNELS
     matmul_flops = 2 * BATCH * (SIZE * SIZE * OUT_CHANNELS) * UNITS
-    counted = {op.op_type: op.flops for op in profile.ops if op.flops}
-    conv_types = [name for name in counted if "Conv2D" in name and "Backprop" not in name]
-    assert conv_types and all(counted[name] == conv_flops for name in conv_types), counted
-    assert counted["Conv2DBackpropFilter"] == conv_flops
-    products = sorted(op.flops for op in profile.ops if op.op_type in ("MatMul", "_FusedMatMul"))
-    # forward, gradient of the input (transposed), gradient of the weights: the same work each
-    assert products == [matmul_flops] * 3, products
+    counted = {}
+    for op in profile.ops:
+        if op.flops:
+            counted.setdefault(op.op_type, []).append(op.flops)
+    # the images are a constant: no gradient of the input; the product's forward, gradient of its
+    # input (transposed) and of its weights do the same work each
+    assert {name: sorted(flops) for name, flops in counted.items()} == {
+        "Conv2D": [conv_flops], "Conv2DBackpropFilter": [conv_flops], "MatMul": [matmul_flops] * 3}, counted
+
+
+def test_each_op_is_reported_by_its_family_beside_the_kernel_that_ran(profile):
+    assert all(op.op_type == op_family(op.kernel) for op in profile.ops)
+    assert {"Conv2D", "Conv2DBackpropFilter", "MatMul", "Cast"} <= set(profile.by_type())
 
 
 def test_times_and_casts_are_those_of_the_executed_ops(profile):
@@ -80,8 +89,8 @@ def test_the_peak_holds_the_bfloat16_copy_beside_its_float32_source():
 
 
 def test_comparison_reports_time_lost_as_negative_savings(profile):
-    slower = StepProfile("bfloat16", profile.step_ms, [op.__class__(op.name, op.op_type, op.dtype, op.micros * 2,
-                                                                     op.flops) for op in profile.ops], 0, [])
+    slower = StepProfile("bfloat16", profile.step_ms, [dataclasses.replace(op, micros=op.micros * 2)
+                                                        for op in profile.ops], 0, [])
     rows = {row.op_type: row for row in compare_profiles(profile, slower)}
     heaviest = max(rows.values(), key=lambda row: row.float32_ms)
     assert heaviest.saved_ms == pytest.approx(-heaviest.float32_ms)
