@@ -22,6 +22,7 @@ from script_runs import (
     progress_lines,
     run_script,
     script_env,
+    sigint_as_in_a_terminal,
     trained_lenet,
 )
 
@@ -118,6 +119,7 @@ def test_ctrl_c_saves_a_checkpoint_at_the_current_step(tmp_path):
     process = subprocess.Popen(
         [sys.executable, TRAIN_SCRIPT, f"--train_dir={train_dir}", "--log_every_n_steps=1", *LENET_ARGS],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=script_env(),
+        preexec_fn=sigint_as_in_a_terminal,
     )
     try:
         for line in process.stdout:

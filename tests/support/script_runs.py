@@ -36,6 +36,15 @@ def script_env() -> Dict[str, str]:
     return dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
 
 
+def sigint_as_in_a_terminal() -> None:
+    """``preexec_fn`` of a script a test will Ctrl-C: SIGINT at its default, as a user's terminal gives it.
+
+    A shell starts a background command (``make test &``) with SIGINT ignored and every child
+    inherits that, so the script would rightly ignore the test's SIGINT and train on.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 # SLIM_MP_TEST_FRESH_PROCESSES=1 runs every script in a fresh interpreter instead of a fork of the preloaded one.
 FRESH_PROCESSES_ENV = "SLIM_MP_TEST_FRESH_PROCESSES"
 PRELOADED_SERVER = os.path.join(REPO_ROOT, "tests", "support", "preloaded_scripts.py")

@@ -10,7 +10,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from script_runs import LENET_ARGS, TRAIN_SCRIPT, check_ok, checkpoint_tensor, run_script, script_env
+from script_runs import (LENET_ARGS, TRAIN_SCRIPT, check_ok, checkpoint_tensor, run_script, script_env,
+                         sigint_as_in_a_terminal)
 from slim_mp.training.checkpoint_io import LOCK_FILENAME, TEMP_DIR_PREFIX, atomic_save
 
 tf1 = tf.compat.v1
@@ -22,6 +23,7 @@ def start_training(train_dir):
     process = subprocess.Popen(
         [sys.executable, TRAIN_SCRIPT, f"--train_dir={train_dir}", *LENET_ARGS, *FAST],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=script_env(),
+        preexec_fn=sigint_as_in_a_terminal,
     )
     for line in process.stdout:
         if line.startswith("step="):
