@@ -107,7 +107,7 @@ MAX_ROUNDS = 60
 LARGE_MAX_ROUNDS = 10
 # Shares of the budget for the interleaved timings (training size, 128x128).
 SPEED_SHARE = 0.08
-LARGE_SPEED_SHARE = 0.25
+LARGE_SPEED_SHARE = 0.45
 # A training step (input pipeline, weight decay, progress fetches, first-step graph optimisation)
 # against the random-input benchmark step: 1.0-1.5 in the demo's runs on the 2-core machine of the README.
 TRAIN_STEP_FACTOR = 1.6
