@@ -15,8 +15,11 @@ Only modules of rank >= 4 may import the package root (``import slim_mp``, ``fro
 name``): below that, importing the root would import the facade, i.e. a higher layer. A module or
 sub-package missing from the table fails, so new code has to be given a rank here.
 
-Also: no module is named like a stdlib module, and no two modules define a public top-level
-function or class of the same name.
+Also: no module is named like a stdlib module, no two modules define a public top-level
+function or class of the same name, every package's ``__init__`` docstring names each of its
+modules and sub-packages as ````name```` (the map a newcomer reads first cannot go stale), no
+import circle exists between modules (``TYPE_CHECKING`` imports count), and no module is longer
+than ``MAX_MODULE_LINES``.
 
 Every check is a plain function over ``{module name: source}`` and is also run on small synthetic
 packages that break it, so each check is shown to be able to fail.
@@ -44,6 +47,7 @@ RANKS: Dict[str, int] = {
 }
 ROOT_MAY_IMPORT = frozenset({"mixed_precision", "seams"} | {unit for unit, rank in RANKS.items() if rank <= 2})
 MIN_RANK_IMPORTING_ROOT = 4
+MAX_MODULE_LINES = 320
 # Top-level packages of this repository that the library must never import.
 FORBIDDEN_TOP_LEVEL = frozenset({"scripts", "tests"})
 
@@ -183,6 +187,82 @@ def duplicate_public_names(modules: Dict[str, Module]) -> Dict[str, List[str]]:
     return {name: sorted(places) for name, places in sorted(where.items()) if len(places) > 1}
 
 
+def unmapped_modules(modules: Dict[str, Module]) -> List[str]:
+    """``package: name`` for each direct module or sub-package its ``__init__`` docstring does not name
+    as ````name````."""
+    missing = []
+    for package in sorted(name for name, module in modules.items() if module.is_package):
+        docstring = ast.get_docstring(ast.parse(modules[package].source)) or ""
+        children = sorted(name for name in modules if name.rpartition(".")[0] == package)
+        for child in children:
+            short = child.rpartition(".")[2]
+            if f"``{short}``" not in docstring:
+                missing.append(f"{package}: ``{short}``")
+    return missing
+
+
+def import_circles(modules: Dict[str, Module]) -> List[List[str]]:
+    """Each strongly connected group of more than one module in the import graph (``TYPE_CHECKING`` and
+    function-level imports included; a package importing its own modules does not count)."""
+    known = set(modules)
+    graph = {name: set() for name in modules}
+    for module in modules.values():
+        for edge in import_edges(module, known):
+            target = edge.target
+            while target not in known and "." in target:
+                target = target.rpartition(".")[0]
+            if target in known and target != module.name and not (
+                    module.is_package and target.startswith(module.name + ".")):
+                graph[module.name].add(target)
+    return [sorted(group) for group in _strongly_connected(graph) if len(group) > 1]
+
+
+def _strongly_connected(graph: Dict[str, Set[str]]) -> List[List[str]]:
+    """Tarjan's groups, iteratively (the package is small, but recursion depth is not ours to spend)."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    groups = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            successor = next(successors, None)
+            if successor is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    groups.append(group)
+            elif successor not in index:
+                index[successor] = low[successor] = len(index)
+                stack.append(successor)
+                on_stack.add(successor)
+                work.append((successor, iter(sorted(graph[successor]))))
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+    return groups
+
+
+def long_modules(modules: Dict[str, Module], limit: int = MAX_MODULE_LINES) -> List[str]:
+    """``name (lines)`` for each module longer than ``limit`` lines."""
+    return [f"{name} ({len(module.source.splitlines())} lines)" for name, module in sorted(modules.items())
+            if len(module.source.splitlines()) > limit]
+
+
 # --- the real package -------------------------------------------------------------------------------------
 
 
@@ -206,6 +286,21 @@ def test_no_module_is_named_like_a_stdlib_module(package_modules):
 def test_public_functions_and_classes_have_one_home(package_modules):
     duplicates = duplicate_public_names(package_modules)
     assert not duplicates, "\n".join(f"{name}: {', '.join(places)}" for name, places in duplicates.items())
+
+
+def test_every_package_docstring_names_its_modules(package_modules):
+    missing = unmapped_modules(package_modules)
+    assert not missing, "name these in the package's __init__ docstring:\n" + "\n".join(missing)
+
+
+def test_no_import_circle(package_modules):
+    circles = import_circles(package_modules)
+    assert not circles, "\n".join(" <-> ".join(circle) for circle in circles)
+
+
+def test_no_module_is_longer_than_the_limit(package_modules):
+    too_long = long_modules(package_modules)
+    assert not too_long, f"split these (at most {MAX_MODULE_LINES} lines): {too_long}"
 
 
 # --- each check can fail ------------------------------------------------------------------------------------
@@ -295,3 +390,29 @@ def test_a_public_name_defined_twice_is_reported():
     assert duplicate_public_names(modules) == {
         "Report": ["slim_mp.graph_pass.paint:1", "slim_mp.loss_scale.optimizer:5"],
     }
+
+
+def test_a_module_missing_from_its_package_docstring_is_reported():
+    modules = synthetic({
+        "__init__": '"""The root: ``graph_pass`` and ``loss_scale``."""\n',
+        "graph_pass/__init__": '"""Paints (``paint``); the word rewrite without backticks does not count."""\n',
+        "graph_pass/paint": "", "graph_pass/rewrite": "", "loss_scale/__init__": "",
+    })
+    assert unmapped_modules(modules) == ["slim_mp.graph_pass: ``rewrite``"]
+
+
+def test_an_import_circle_is_reported_even_behind_type_checking():
+    modules = synthetic({
+        "measure/__init__": "from slim_mp.measure import load\n",
+        "measure/load": "from slim_mp.measure import suite\n",
+        "measure/suite": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from slim_mp.measure.load import L\n",
+        "measure/report": "from slim_mp.measure.suite import S\n",
+    })
+    assert import_circles(modules) == [["slim_mp.measure.load", "slim_mp.measure.suite"]]
+    del modules["slim_mp.measure.suite"]
+    assert import_circles(modules) == []
+
+
+def test_a_long_module_is_reported():
+    modules = synthetic({"compat": "x = 1\n" * 4, "precision": "x = 1\n" * 3})
+    assert long_modules(modules, limit=3) == ["slim_mp.compat (4 lines)"]
