@@ -68,6 +68,17 @@ def relative_noise(times: Sequence[float], reference: Sequence[float]) -> float:
     return statistics.median(abs(ratio - middle) for ratio in ratios) / middle
 
 
+def run_ms(run: Callable[[], object]) -> float:
+    """Milliseconds one call of ``run`` takes, by the monotonic performance counter.
+
+    The one stopwatch of the project (placement, benchmarks, device peaks): an error ``run`` raises
+    (an op's own ``OpError``, say) propagates unchanged, so a caller decides what a failure means.
+    """
+    started = time.perf_counter()
+    run()
+    return (time.perf_counter() - started) * 1000.0
+
+
 def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: int,
                    runs: int) -> List[Optional[List[float]]]:
     """Milliseconds of every timed run of each callable (None if it is None or fails its warm-up).
@@ -89,9 +100,7 @@ def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: 
     order = [index for index, run in enumerate(working) if run is not None]
     for round_index in range(runs):
         for index in (order if round_index % 2 == 0 else order[::-1]):
-            started = time.perf_counter()
-            working[index]()
-            times[index].append((time.perf_counter() - started) * 1000.0)
+            times[index].append(run_ms(working[index]))
     return [values if values else None for values in times]
 
 
