@@ -4,7 +4,8 @@ The names other packages (export, measurement) use are exported here; they impor
 ``slim_mp.training``. The scripts' flag parser stays the submodule ``slim_mp.training.cli``.
 """
 
-from slim_mp.training.checkpoint_restore import fine_tune_init_fn, resolve_checkpoint
+from slim_mp.training.checkpoint_folder import resolve_checkpoint
+from slim_mp.training.fine_tune_restore import fine_tune_init_fn
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
 from slim_mp.training.live_graph import live_graph_def

@@ -14,7 +14,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport, in_scopes
-from slim_mp.training.checkpoint_restore import InitFn, fine_tune_init_fn
+from slim_mp.training.fine_tune_restore import InitFn, fine_tune_init_fn
 from slim_mp.distribute import (ClonePlacement, ClusterLayout, SyncSettings, build_train_step, create_clones,
                                 scope_filter)
 from slim_mp.datasets import DatasetSpec, get_dataset
