@@ -15,6 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
+from slim_mp.numerics import watch_probes
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
 from slim_mp.training.checkpoint_folder import find_resume_checkpoint
 from slim_mp.training.checkpoint_save import atomic_save
@@ -154,11 +155,10 @@ def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str
         _check_resume(built, config, resume_from)
     if layout.is_chief:
         _record_precision(config.train_dir, config.precision_options.precision)
-    reports = getattr(built.optimizer, "rewrite_reports", [])
-    for report in reports:
+    for report in built.rewrite_reports:
         logging.info("%s", report.summary())
     if config.precision_options.mp_report and layout.is_chief:
-        write_rewrite_reports(reports, config.precision_options.mp_report)
+        write_rewrite_reports(built.rewrite_reports, config.precision_options.mp_report)
     try:
         return _run_session(built, config, layout, target, resume_from, print_line, on_step)
     except LOST_TASK_ERRORS as error:
@@ -187,8 +187,8 @@ def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, 
             _restore_or_initialise(built, resume_from),
         )
         built.graph.finalize()
-        reports = getattr(built.optimizer, "rewrite_reports", [])
-        live_graph = live_graph_def(built.graph, reports)  # checkpoints' .meta and TensorBoard: no dead originals
+        # Checkpoints' .meta and TensorBoard get the live graph: no dead originals.
+        live_graph = live_graph_def(built.graph, built.rewrite_reports)
         built = dataclasses.replace(built, saver=LiveGraphSaver(built.saver, built.graph, live_graph))
         writer = _summary_writer(live_graph, config.train_dir) if layout.is_chief else None
         close_timeout = None
@@ -227,7 +227,8 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
     throughput = Throughput(built.images_per_step)
     last_save, last_summary = time.monotonic(), -float("inf")  # summaries from the first step on
     iterations = 0
-    watch = NonfiniteWatch.for_graph(built.graph)
+    watch_probes(built.graph)  # this loop runs the probes: the graph's "nothing runs them" warning stays silent
+    watch = NonfiniteWatch(built.nonfinite_probes)
     try:
         # A damaged input file, or a label made negative by --labels_offset, becomes a ValueError naming it.
         with built.dataset.read_errors(), negative_label_errors(config.labels_offset):
