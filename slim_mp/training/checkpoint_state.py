@@ -3,7 +3,7 @@
 ``step_key`` is the one order of checkpoints by step: ``model.ckpt-0`` (the 0-step parity save) is
 step 0, and names without a step sort before every step. ``checkpoint_files_by_prefix``,
 ``read_state`` and the ``latest_checkpoint_*`` functions only read. ``write_state`` is the one
-function that writes the state file (replacing it atomically); it is called by ``atomic_save``
+function that writes a run folder's state file (replacing it atomically); it is called by ``atomic_save``
 after each save and by ``find_resume_checkpoint`` when it repairs the file before a resume.
 
 Leaves alone: the checkpoint files themselves (``atomic_save`` writes them, ``checkpoint_folder``
