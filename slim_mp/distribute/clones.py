@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from slim_mp.graph_pass import VARIABLE_OP_TYPES
-from slim_mp.loss_scale import GradsAndVars, Gradient
+from slim_mp.loss_scale import GradsAndVars, Gradient, LossScaleOptimizer
 
 tf1 = tf.compat.v1
 
@@ -184,8 +184,9 @@ def optimize_clones(
 ) -> Tuple[tf.Tensor, GradsAndVars]:
     """Return ``(total loss, gradients summed over the clones)`` for one ``apply_gradients`` call.
 
-    An optimizer with a ``rewrite_losses`` method (``MixedPrecisionOptimizer``) rewrites all clone
-    losses in one pass before any gradient is taken. Each clone's gradients are computed on its device.
+    A ``LossScaleOptimizer`` first maps the clone losses through its ``rewrite_losses``: a
+    ``MixedPrecisionOptimizer`` rewrites them all in one pass before any gradient is taken. Each
+    clone's gradients are computed on its device.
 
     Args:
       optimizer: computes each clone's gradients (a ``LossScaleOptimizer`` returns them unscaled).
@@ -203,9 +204,8 @@ def optimize_clones(
       TypeError: (mixed precision) for an unknown keyword in the graph pass's options.
     """
     losses = [clone.loss for clone in clones]
-    rewrite_losses = getattr(optimizer, "rewrite_losses", None)
-    if rewrite_losses is not None:
-        losses = rewrite_losses(losses)
+    if isinstance(optimizer, LossScaleOptimizer):
+        losses = optimizer.rewrite_losses(losses)
     per_clone = []
     for clone, loss in zip(clones, losses):
         with _name_scope(clone.scope), _device(clone.device):

@@ -171,6 +171,14 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
         """How many steps this run has skipped for inf/NaN gradients (int64 scalar tensor)."""
         return read_counter(self._counters().skipped_steps)
 
+    def rewrite_losses(self, losses: Sequence[tf.Tensor]) -> List[tf.Tensor]:
+        """The tensors to differentiate for ``losses``: the losses themselves here.
+
+        ``MixedPrecisionOptimizer`` overrides it to rewrite their graph in one pass; a caller with
+        several losses (model clones) calls it before taking any gradient.
+        """
+        return list(losses)
+
     def _counters(self) -> SkipCounters:
         """Return the skip counters of the current graph, creating them on first use."""
         graph = tf.compat.v1.get_default_graph()

@@ -1,6 +1,9 @@
 """Numerics tools: what low precision will face (value-range audit), where inf/NaN first appeared
 (non-finite origin), and how far each layer drifts from float32 (layer diff).
 
+The value audit is three modules: ``value_stats`` (the in-graph range statistics),
+``audit_advice`` (scopes to keep float32, loss-scale range) and ``value_audit`` (runs and reports it).
+
 Rank 2: imports only ``slim_mp.precision``, ``devices``, ``compat``, ``graph_pass`` and ``loss_scale``.
 The names other packages use are exported here.
 """

@@ -5,55 +5,26 @@ them, a few real batches give: the largest magnitude, the smallest non-zero magn
 fractions of elements that would overflow (above the type's largest finite value) or flush to zero
 (below its smallest subnormal). From these follow the scopes to keep in float32 (their activations
 would overflow) and the range of loss scales that keeps the observed gradients representable.
+
+This module runs the audit and reports it (``audit``, ``AuditResult``, ``audit_markdown``); the
+stat ops are ``value_stats``'s and the recommendation ``audit_advice``'s.
 """
 
 import dataclasses
 import math
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from slim_mp.graph_pass import RewriteOptions, RewritePlan, plan_rewrite, rewrite_options_from
 from slim_mp.loss_scale import gradient_values
-from slim_mp.numerics.limits import HISTOGRAM_BINS, LOG2_HIGH, LOG2_LOW, TypeLimits, type_limits
+from slim_mp.numerics.audit_advice import Recommendation, overflowing_scopes, scale_range
+from slim_mp.numerics.limits import HISTOGRAM_BINS, TypeLimits, type_limits
 from slim_mp.numerics.step_feeds import Feeds, step_feeds
+from slim_mp.numerics.value_stats import (ACTIVATION, GRADIENT, OpRange, build_stats_fetch, combine_stats,
+                                          op_ranges)
 from slim_mp.precision import PrecisionLike, resolve_precision
-
-ACTIVATION, GRADIENT = "activation", "gradient"
-# The lower end of the recommended loss-scale range leaves at most this share of the non-zero
-# gradient elements flushing to zero (a long tail of near-zero gradients does not count against it).
-FLUSHED_SHARE_ALLOWED = 0.01
-MAX_SCOPE_ROUNDS = 20
-
-
-@dataclasses.dataclass(frozen=True)
-class OpRange:
-    """The magnitudes one op's float outputs (``activation``) or their loss gradients (``gradient``) reached."""
-
-    name: str
-    type: str
-    kind: str
-    max_abs: float
-    min_nonzero_abs: Optional[float]
-    frac_overflow: float
-    frac_underflow: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Recommendation:
-    """Scopes to keep float32, and loss scales (powers of two) that keep the observed gradients representable.
-
-    The scale range considers the gradients of the ops that stay low once those scopes are kept.
-
-    ``initial_loss_scale`` is None when no gradient would flush to zero unscaled (no scaling needed);
-    ``loss_scale_range`` is None when no gradient was audited. When ``loss_scale_range[0] >
-    loss_scale_range[1]`` no single scale both lifts the small gradients and keeps the largest finite.
-    """
-
-    keep_fp32_scopes: Tuple[str, ...]
-    initial_loss_scale: Optional[float]
-    loss_scale_range: Optional[Tuple[float, float]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +43,8 @@ class AuditResult:
         """The JSON layout: ``{"precision", "ops": [...], "recommendation": {...}}``."""
         recommendation = dataclasses.asdict(self.recommendation)
         recommendation["keep_fp32_scopes"] = list(self.recommendation.keep_fp32_scopes)
-        scale_range = self.recommendation.loss_scale_range
-        recommendation["loss_scale_range"] = None if scale_range is None else list(scale_range)
+        scales = self.recommendation.loss_scale_range
+        recommendation["loss_scale_range"] = None if scales is None else list(scales)
         return {
             "precision": self.precision,
             "ops": [dataclasses.asdict(op) for op in self.ops],
@@ -85,140 +56,10 @@ class AuditResult:
         return [op for op in self.ops if op.kind == kind]
 
 
-def op_scope(op_name: str) -> str:
-    """The name scope an op lives in (``net/fc1/MatMul`` -> ``net/fc1``); a top-level op is its own scope."""
-    return op_name.rsplit("/", 1)[0] if "/" in op_name else op_name
-
-
-def _log2_bins(magnitude: tf.Tensor) -> tf.Tensor:
-    """floor(log2 |x|) of float32 magnitudes, exactly, from the exponent bits (subnormals rescaled first)."""
-    subnormal = magnitude < 2.0 ** -126
-    scaled = tf.where(subnormal, magnitude * 2.0 ** 64, magnitude)
-    exponent = tf.bitwise.bitwise_and(tf.bitwise.right_shift(tf.bitcast(scaled, tf.int32), 23), 255)
-    return exponent - 127 - tf.where(subnormal, 64, 0)
-
-
-def _tensor_stats(tensor: tf.Tensor, limits: TypeLimits) -> Tuple[tf.Tensor, tf.Tensor]:
-    """In-graph stats row ``[max_abs, min_nonzero_abs, n_overflow, n_underflow, size]`` and log2 histogram."""
-    magnitude = tf.abs(tf.cast(tf.reshape(tensor, [-1]), tf.float32))
-    nonzero = magnitude > 0
-    counted = tf.float64
-    stats = tf.stack([
-        tf.cast(tf.reduce_max(magnitude), counted),
-        tf.cast(tf.reduce_min(tf.where(nonzero, magnitude, math.inf)), counted),
-        tf.reduce_sum(tf.cast(magnitude > limits.max_finite, counted)),
-        tf.reduce_sum(tf.cast(tf.logical_and(nonzero, magnitude < limits.min_subnormal), counted)),
-        tf.cast(tf.size(magnitude), counted),
-    ])
-    bins = tf.cast(_log2_bins(magnitude), tf.float32) + 0.5  # zeros land below the range, in bin 0
-    histogram = tf.histogram_fixed_width(
-        tf.reshape(bins, [-1]), [float(LOG2_LOW), float(LOG2_HIGH)], nbins=HISTOGRAM_BINS, dtype=tf.int64
-    )
-    return stats, histogram
-
-
-@dataclasses.dataclass
-class _Probe:
-    """The stats fetched for one kind: one row (and one log2 histogram) per tensor, and the op of each row."""
-
-    ops: List[tf.Operation]
-    stats: Optional[tf.Tensor]
-    histogram: Optional[tf.Tensor]
-
-
-def _build_probe(tensors: Sequence[tf.Tensor], owners: Sequence[tf.Operation], limits: TypeLimits) -> _Probe:
-    if not tensors:
-        return _Probe([], None, None)
-    rows, histograms = zip(*(_tensor_stats(t, limits) for t in tensors))
-    return _Probe(list(owners), tf.stack(rows), tf.stack(list(histograms)))
-
-
 def _low_outputs(plan: RewritePlan, op: tf.Operation) -> List[tf.Tensor]:
     """The float32 outputs the pass would turn low (batch norm's statistics, for one, stay float32)."""
     carries = plan.decisions[op].ports.data_outputs
     return [t for t, data in zip(op.outputs, carries) if data and t.dtype.base_dtype == tf.float32]
-
-
-def _low_inputs(plan: RewritePlan, op: tf.Operation) -> List[tf.Tensor]:
-    """The inputs a low op reads in low precision (cast down when their producer stays float32)."""
-    carries = plan.decisions[op].ports.data_inputs
-    return [t for t, data in zip(op.inputs, carries) if data]
-
-
-def _aggregate(owners: Sequence[tf.Operation], totals: np.ndarray, kind: str) -> List[OpRange]:
-    """One row per op (its tensors' stats combined), in the order the ops first appear."""
-    combined: Dict[tf.Operation, np.ndarray] = {}
-    for op, row in zip(owners, totals):
-        combined[op] = _combine(combined[op], row) if op in combined else row.copy()
-    result = []
-    for op, (max_abs, min_nonzero, overflow, underflow, size) in combined.items():
-        result.append(OpRange(
-            name=op.name, type=op.type, kind=kind, max_abs=float(max_abs),
-            min_nonzero_abs=None if math.isinf(min_nonzero) else float(min_nonzero),
-            frac_overflow=float(overflow / size) if size else 0.0,
-            frac_underflow=float(underflow / size) if size else 0.0,
-        ))
-    return result
-
-
-def _combine(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """Merge stats rows (``[..., 5]``): max of maxima, min of minima, summed counts and sizes."""
-    return np.concatenate([np.maximum(first[..., :1], second[..., :1]), np.minimum(first[..., 1:2], second[..., 1:2]),
-                           first[..., 2:] + second[..., 2:]], axis=-1)
-
-
-def scale_range(gradient_histogram: np.ndarray, max_gradient: float, limits: TypeLimits
-                ) -> Tuple[Optional[float], Optional[Tuple[float, float]]]:
-    """``(initial scale, (lo, hi))`` from the gradients' log2 histogram and largest magnitude.
-
-    ``lo`` is the smallest power of two >= 1 that leaves at most ``FLUSHED_SHARE_ALLOWED`` of the
-    non-zero elements flushing to zero; ``hi`` the largest power of two keeping ``max_gradient`` at or below
-    the type's largest finite value; the initial scale is the power of two halfway between (in log2).
-    """
-    if max_gradient <= 0 or not math.isfinite(max_gradient):
-        return None, None
-    counts = np.asarray(gradient_histogram, dtype=np.float64).copy()
-    counts[0] = 0  # zeros
-    exponents = np.arange(LOG2_LOW, LOG2_HIGH)
-
-    def flushed(shift: int) -> float:
-        return float(counts[exponents + shift < limits.log2_min_subnormal].sum())
-
-    unscaled = flushed(0)
-    allowed = FLUSHED_SHARE_ALLOWED * counts.sum()
-    hi_exponent = math.floor(math.log2(limits.max_finite / max_gradient))
-    lo_exponent = 0
-    while flushed(lo_exponent) > allowed:
-        lo_exponent += 1
-    initial = None
-    if unscaled:
-        initial = 2.0 ** ((lo_exponent + hi_exponent) // 2 if lo_exponent <= hi_exponent else hi_exponent)
-    return initial, (2.0 ** lo_exponent, 2.0 ** hi_exponent)
-
-
-def _overflowing_scopes(fetches: Any, plan: RewritePlan, activations: List[OpRange],
-                        overflowing_tensors: Iterable[str], options: RewriteOptions
-                        ) -> Tuple[Tuple[str, ...], RewritePlan]:
-    """Scopes whose ops would overflow, grown until no op left low-precision reads an overflowing tensor.
-
-    Keeping an overflowing layer float32 moves the overflow to the cast into the next low op, so
-    the consumer's scope joins too (checked on the pass's plan with the scopes kept). Returns the
-    scopes and the plan that keeps them.
-    """
-    overflowing = set(overflowing_tensors)
-    scopes = {op_scope(row.name) for row in activations if row.frac_overflow > 0}
-    if not scopes:
-        return (), plan
-    for _ in range(MAX_SCOPE_ROUNDS):
-        kept = dataclasses.replace(options, keep_fp32_scopes=options.keep_fp32_scopes + tuple(sorted(scopes)))
-        plan = plan_rewrite(fetches, plan.dtype, kept)
-        low = set(plan.low_ops)
-        added = {op_scope(op.name) for op in plan.low_ops
-                 if any(t.name in overflowing and t.op not in low for t in _low_inputs(plan, op))} - scopes
-        if not added:
-            break
-        scopes |= added
-    return tuple(sorted(scopes)), plan
 
 
 def _single_scalar_loss(fetches: Any) -> Optional[tf.Tensor]:
@@ -281,12 +122,12 @@ def audit(
     outputs = [(op, t) for op in plan.low_ops for t in _low_outputs(plan, op)]
     graph = plan.region.graph
     with graph.as_default(), tf.name_scope("value_audit"):
-        activations = _build_probe([t for _, t in outputs], [op for op, _ in outputs], limits)
+        activations = build_stats_fetch([t for _, t in outputs], [op for op, _ in outputs], limits)
         gradient_pairs = []
         if loss is not None:
             gradients = tf.gradients(loss, [t for _, t in outputs])
             gradient_pairs = [(op, gradient_values(g)) for (op, _), g in zip(outputs, gradients) if g is not None]
-        gradients_probe = _build_probe([g for _, g in gradient_pairs], [op for op, _ in gradient_pairs], limits)
+        gradients_probe = build_stats_fetch([g for _, g in gradient_pairs], [op for op, _ in gradient_pairs], limits)
     probes = {ACTIVATION: activations, GRADIENT: gradients_probe}
     fetch = {kind: {"stats": p.stats, "histogram": p.histogram} for kind, p in probes.items() if p.ops}
     totals: Dict[str, Optional[np.ndarray]] = {kind: None for kind in fetch}
@@ -294,11 +135,11 @@ def audit(
     for step in range(batches.steps):
         values = session.run(fetch, feed_dict=batches.feed(step))
         for kind, value in values.items():
-            totals[kind] = value["stats"] if totals[kind] is None else _combine(totals[kind], value["stats"])
+            totals[kind] = value["stats"] if totals[kind] is None else combine_stats(totals[kind], value["stats"])
             histograms[kind] += value["histogram"]
-    rows = {kind: _aggregate(probes[kind].ops, totals[kind], kind) if kind in totals else [] for kind in probes}
+    rows = {kind: op_ranges(probes[kind].ops, totals[kind], kind) if kind in totals else [] for kind in probes}
     overflowing = {t.name for (_, t), row in zip(outputs, totals[ACTIVATION]) if row[0] > limits.max_finite}
-    keep, kept_plan = _overflowing_scopes(fetches, plan, rows[ACTIVATION], overflowing, options)
+    keep, kept_plan = overflowing_scopes(fetches, plan, rows[ACTIVATION], overflowing, options)
     # The loss scale serves the gradients of the ops that stay low once the scopes are kept float32.
     still_low = set(kept_plan.low_ops)
     scaled = np.array([op in still_low for op in probes[GRADIENT].ops], bool)

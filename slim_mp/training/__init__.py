@@ -1,10 +1,28 @@
 """The training application behind the scripts: config, flags, graph, session, checkpoints, evaluation.
 
+The modules, in the order a run's data flows through them:
+
+- flags and config: ``cli`` (the scripts' flag parser and error reporting), ``train_config``
+  (``TrainConfig``), ``data_model_options`` and ``precision_flags`` (the options training and
+  evaluation share), ``learning_rate``, ``optimizers`` and ``scopes`` (the knobs they name);
+- data: ``input_pipeline`` (tf.data, decoded, preprocessed and batched);
+- model: ``model_setup`` (network, preprocessing, input size, output folders);
+- graph: ``fault_injection`` (test-only inf gradients), ``fine_tune_restore`` (the pretrained
+  variables' restore op), ``train_graph`` (clones, losses, optimizer, mixed precision) and
+  ``live_graph`` (what the rewrite left live, for TensorBoard and ``.meta`` files);
+- session: ``session_start`` (the chief restores or initialises, the other workers wait);
+- loop: ``loop`` (resume, log, summarise, save), holding ``run_dir`` (the folder's lock and disk errors);
+- checkpoints: ``checkpoint_state`` (names, the step key, the state file), ``checkpoint_folder``
+  (the survey and the resume pick), ``checkpoint_fit`` (does it fit this model),
+  ``checkpoint_save`` (atomic saves) and ``scaled_checkpoint`` (a copy with scaled tensors);
+- evaluation: ``evaluation`` (top-1, top-5 and loss over a whole split).
+
 The names other packages (export, measurement) use are exported here; they import them from
 ``slim_mp.training``. The scripts' flag parser stays the submodule ``slim_mp.training.cli``.
 """
 
-from slim_mp.training.checkpoint_restore import fine_tune_init_fn, resolve_checkpoint
+from slim_mp.training.checkpoint_folder import resolve_checkpoint
+from slim_mp.training.fine_tune_restore import fine_tune_init_fn
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
 from slim_mp.training.live_graph import live_graph_def

@@ -11,9 +11,10 @@ from absl import logging
 
 from slim_mp.config_fields import option
 from slim_mp.json_files import write_json_atomically
-from slim_mp.training.checkpoint_io import disk_write_errors
+from slim_mp.training.run_dir import disk_write_errors
 from slim_mp.training.data_model_options import DataModelOptions
-from slim_mp.training.checkpoint_restore import check_checkpoint_fits, resolve_checkpoint
+from slim_mp.training.checkpoint_fit import check_checkpoint_fits
+from slim_mp.training.checkpoint_folder import resolve_checkpoint
 from slim_mp.datasets import get_dataset
 from slim_mp.training.input_pipeline import InputOptions, negative_label_errors, next_batch
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir

@@ -15,18 +15,18 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
-from slim_mp.training.checkpoint_io import (
-    atomic_save, disk_write_errors, latest_checkpoint_note, latest_checkpoint_step, train_dir_lock,
-)
-from slim_mp.training.checkpoint_restore import (
-    check_checkpoint_complete, check_checkpoint_fits, find_resume_checkpoint,
-)
+from slim_mp.numerics import watch_probes
+from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
+from slim_mp.training.checkpoint_folder import find_resume_checkpoint
+from slim_mp.training.checkpoint_save import atomic_save
+from slim_mp.training.checkpoint_state import latest_checkpoint_note, latest_checkpoint_step
 from slim_mp.distribute import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
 from slim_mp.seams import NonfiniteWatch, Terminated, Throughput, diverged_error, format_progress, sigterm_as_interrupt
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
+from slim_mp.training.run_dir import disk_write_errors, train_dir_lock
 from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
 from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
 from slim_mp.training.train_graph import TrainGraph, build_train_graph
@@ -155,11 +155,10 @@ def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str
         _check_resume(built, config, resume_from)
     if layout.is_chief:
         _record_precision(config.train_dir, config.precision_options.precision)
-    reports = getattr(built.optimizer, "rewrite_reports", [])
-    for report in reports:
+    for report in built.rewrite_reports:
         logging.info("%s", report.summary())
     if config.precision_options.mp_report and layout.is_chief:
-        write_rewrite_reports(reports, config.precision_options.mp_report)
+        write_rewrite_reports(built.rewrite_reports, config.precision_options.mp_report)
     try:
         return _run_session(built, config, layout, target, resume_from, print_line, on_step)
     except LOST_TASK_ERRORS as error:
@@ -188,8 +187,8 @@ def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, 
             _restore_or_initialise(built, resume_from),
         )
         built.graph.finalize()
-        reports = getattr(built.optimizer, "rewrite_reports", [])
-        live_graph = live_graph_def(built.graph, reports)  # checkpoints' .meta and TensorBoard: no dead originals
+        # Checkpoints' .meta and TensorBoard get the live graph: no dead originals.
+        live_graph = live_graph_def(built.graph, built.rewrite_reports)
         built = dataclasses.replace(built, saver=LiveGraphSaver(built.saver, built.graph, live_graph))
         writer = _summary_writer(live_graph, config.train_dir) if layout.is_chief else None
         close_timeout = None
@@ -228,7 +227,8 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
     throughput = Throughput(built.images_per_step)
     last_save, last_summary = time.monotonic(), -float("inf")  # summaries from the first step on
     iterations = 0
-    watch = NonfiniteWatch.for_graph(built.graph)
+    watch_probes(built.graph)  # this loop runs the probes: the graph's "nothing runs them" warning stays silent
+    watch = NonfiniteWatch(built.nonfinite_probes)
     try:
         # A damaged input file, or a label made negative by --labels_offset, becomes a ValueError naming it.
         with built.dataset.read_errors(), negative_label_errors(config.labels_offset):

@@ -13,7 +13,7 @@ from typing import Mapping
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.training.checkpoint_restore import resolve_checkpoint
+from slim_mp.training.checkpoint_folder import resolve_checkpoint
 
 tf1 = tf.compat.v1
 

@@ -8,13 +8,13 @@ workers' gradients into one update.
 import contextlib
 import dataclasses
 import os
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_slim as slim
 
 from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport, in_scopes
-from slim_mp.training.checkpoint_restore import InitFn, fine_tune_init_fn
+from slim_mp.training.fine_tune_restore import InitFn, fine_tune_init_fn
 from slim_mp.distribute import (ClonePlacement, ClusterLayout, SyncSettings, build_train_step, create_clones,
                                 scope_filter)
 from slim_mp.datasets import DatasetSpec, get_dataset
@@ -22,6 +22,7 @@ from slim_mp.training.fault_injection import inject_nonfinite_gradients
 from slim_mp.training.input_pipeline import InputFeed, InputOptions, make_fed_iterator
 from slim_mp.training.learning_rate import make_learning_rate
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
+from slim_mp.numerics import NonfiniteProbe, graph_probes
 from slim_mp.training.model_setup import input_size, network_and_preprocessing
 from slim_mp.training.optimizers import make_optimizer
 from slim_mp.training.scopes import parse_scopes
@@ -43,6 +44,8 @@ class TrainGraph:
     the train step in the same ``session.run``. ``images_per_step`` counts this process's images
     (batch size times clones). ``input_feed``, when set, must be run once the session exists: it
     feeds in-memory data (the bundled Fashion-MNIST) that the graph does not embed.
+    ``rewrite_reports`` say what the graph pass did (empty in float32); ``nonfinite_probes`` are the
+    graph's probes (empty without ``--mp_debug_nonfinite``), which the loop runs after a skipped step.
     """
 
     graph: tf.Graph
@@ -54,6 +57,8 @@ class TrainGraph:
     dataset: DatasetSpec
     optimizer: tf1.train.Optimizer
     session_ops: SessionOps
+    rewrite_reports: Tuple[RewriteReport, ...]
+    nonfinite_probes: Tuple[NonfiniteProbe, ...]
     images_per_step: int
     input_feed: Optional[InputFeed] = None
 
@@ -106,7 +111,8 @@ def _finite_values(tensor: tf.Tensor) -> tf.Tensor:
     return tf.boolean_mask(flat, tf.math.is_finite(flat))
 
 
-def _add_model_summaries(end_points: Dict[str, tf.Tensor], reports: List[RewriteReport], histograms: bool) -> None:
+def _add_model_summaries(end_points: Dict[str, tf.Tensor], reports: Sequence[RewriteReport], histograms: bool
+                         ) -> None:
     """Add official TF-Slim's model summaries and the share of ops the pass put in low precision.
 
     Per end point: the fraction of zeros (``sparsity/``) and, with ``histograms``, the activation
@@ -249,15 +255,15 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         losses = {f"losses/{loss.op.name}": loss for loss in tf1.losses.get_losses(scope=scope_filter(clones[0].scope))}
         losses["losses/regularization"] = tf1.losses.get_regularization_loss()
         losses["total_loss"] = step.train_tensor
-        _add_model_summaries(
-            clones[0].outputs, getattr(optimizer, "rewrite_reports", []), config.histogram_summaries
-        )
+        rewrite_reports = tuple(optimizer.rewrite_reports) if isinstance(optimizer, MixedPrecisionOptimizer) else ()
+        _add_model_summaries(clones[0].outputs, rewrite_reports, config.histogram_summaries)
         summary_op = _add_summaries(losses, learning_rate)
         progress = _progress_tensors(step.train_tensor, global_step, learning_rate, optimizer)
         saver = tf1.train.Saver(max_to_keep=None, save_relative_paths=True)
         session_ops = make_session_ops(layout.is_chief, step.sync_optimizer)
     return TrainGraph(
         graph, global_step, progress, summary_op, saver, init_fn, dataset, optimizer, session_ops,
+        rewrite_reports=rewrite_reports, nonfinite_probes=tuple(graph_probes(graph)),
         images_per_step=config.batch_size * config.num_clones, input_feed=input_feed,
     )
 

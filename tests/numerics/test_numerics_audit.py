@@ -10,7 +10,8 @@ import tf_slim as slim
 
 import slim_mp
 from slim_mp.numerics.limits import HISTOGRAM_BINS, LOG2_LOW, type_limits
-from slim_mp.numerics.value_audit import audit_markdown, op_scope, scale_range
+from slim_mp.numerics.audit_advice import op_scope, scale_range
+from slim_mp.numerics.value_audit import audit_markdown
 
 tf1 = tf.compat.v1
 BATCH, FEATURES, CLASSES = 16, 32, 10

@@ -18,9 +18,9 @@ import tensorflow as tf
 from script_runs import (
     EVAL_SCRIPT, LENET_ARGS, TRAIN_SCRIPT, check_bad_input, check_ok, checkpoint_tensor, run_script, script_env,
 )
-from slim_mp.training.checkpoint_io import (
-    TEMP_DIR_PREFIX, DiskWriteError, atomic_save, disk_write_errors, latest_checkpoint_note,
-)
+from slim_mp.training.checkpoint_save import atomic_save
+from slim_mp.training.checkpoint_state import TEMP_DIR_PREFIX, latest_checkpoint_note
+from slim_mp.training.run_dir import DiskWriteError, disk_write_errors
 
 tf1 = tf.compat.v1
 

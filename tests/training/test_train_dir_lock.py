@@ -12,7 +12,9 @@ import tensorflow as tf
 
 from script_runs import (LENET_ARGS, TRAIN_SCRIPT, check_ok, checkpoint_tensor, run_script, script_env,
                          sigint_as_in_a_terminal)
-from slim_mp.training.checkpoint_io import LOCK_FILENAME, TEMP_DIR_PREFIX, atomic_save
+from slim_mp.training.checkpoint_save import atomic_save
+from slim_mp.training.checkpoint_state import TEMP_DIR_PREFIX
+from slim_mp.training.run_dir import LOCK_FILENAME
 
 tf1 = tf.compat.v1
 FAST = ("--batch_size=8", "--log_every_n_steps=1")

@@ -16,7 +16,8 @@ from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.loop import train
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
 from slim_mp.training.train_config import TrainConfig, check_train_config
-from slim_mp.training.train_graph import add_classification_losses
+from slim_mp.distribute import ClusterLayout
+from slim_mp.training.train_graph import add_classification_losses, build_train_graph
 
 tf1 = tf.compat.v1
 RTOL = 1e-5  # float32 softmax cross-entropy against a float64 numpy reference
@@ -111,3 +112,19 @@ def test_mp_report_writes_the_graph_pass_report_as_json(tmp_path):
     assert reports[0]["ops_converted"] > 0
     kept = [name for names in reports[0]["float32_ops"].values() for name in names]
     assert "LeNet/fc4/MatMul" in kept
+
+
+def test_a_float32_train_graph_has_no_pass_report_and_no_probe(tmp_path):
+    built = build_train_graph(lenet_config(str(tmp_path)), ClusterLayout())
+    assert built.rewrite_reports == () and built.nonfinite_probes == ()
+
+
+def test_a_mixed_precision_train_graph_carries_the_pass_report_and_the_probes(tmp_path):
+    precision = PrecisionOptions(precision="bfloat16", mp_debug_nonfinite=True)
+    built = build_train_graph(lenet_config(str(tmp_path), precision_options=precision), ClusterLayout())
+    (report,) = built.rewrite_reports
+    assert report.ops_converted > 0
+    # One gradient computation, so one probe: the one the optimizer built, in this graph.
+    assert len(built.nonfinite_probes) == 1
+    assert list(built.nonfinite_probes) == built.optimizer.nonfinite_probes
+    assert all(t.graph is built.graph for t in built.nonfinite_probes[0].captured)
