@@ -121,11 +121,13 @@ def read_readme() -> str:
 
 
 def test_the_readme_is_a_front_page():
-    assert length_problem(read_readme()) is None
+    problem = length_problem(read_readme())
+    assert problem is None, f"README.md: {problem}"
 
 
 def test_the_readme_contents_list_matches_its_headings():
-    assert not contents_problems(read_readme())
+    problems = contents_problems(read_readme())
+    assert not problems, "\n".join(problems)
 
 
 def test_every_relative_link_of_the_documentation_leads_to_a_file():
