@@ -11,7 +11,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from nets import i3d_utils
-from nets._impl import inception_parts
+from nets._impl.initializers import trunc_normal  # noqa: F401 (the official module's name)
 from nets._impl.video_inception import (
     BodyOptions,
     EndPoints,
@@ -21,7 +21,6 @@ from nets._impl.video_inception import (
     video_classifier,
 )
 
-trunc_normal = inception_parts.truncated_normal
 conv3d_spatiotemporal = i3d_utils.conv3d_spatiotemporal
 
 

@@ -14,6 +14,7 @@ import tf_slim as slim
 
 from nets import inception_utils
 from nets._impl import inception_parts
+from nets._impl.initializers import trunc_normal
 from nets._impl.inception_v1_layers import (
     INCEPTION_V1_LAYERS,
     ROOT_BLOCK,
@@ -24,7 +25,6 @@ from nets._impl.inception_v1_layers import (
     StemConv,
 )
 
-trunc_normal = inception_parts.truncated_normal
 
 # The official checkpoint names the second convolution of Mixed_5b's Branch_2 "0a", not "0b".
 _SECOND_CONV_SCOPE_EXCEPTIONS = {"Mixed_5b": "Conv2d_0a_3x3"}

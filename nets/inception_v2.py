@@ -15,8 +15,8 @@ import tf_slim as slim
 
 from nets import inception_utils
 from nets._impl import inception_parts
+from nets._impl.initializers import trunc_normal
 
-trunc_normal = inception_parts.truncated_normal
 
 # Initializer scales of the official definition: the 1x1 reductions before 3x3s, the pooled projections.
 _REDUCE_STDDEV = 0.09

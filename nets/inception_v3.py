@@ -16,8 +16,8 @@ from tf_slim.nets import inception_v3 as _slim_inception_v3
 
 from nets import inception_utils
 from nets._impl import inception_parts
+from nets._impl.initializers import trunc_normal
 
-trunc_normal = inception_parts.truncated_normal
 
 inception_v3_base = _slim_inception_v3.inception_v3_base
 

@@ -12,10 +12,10 @@ import tensorflow as tf
 import tf_slim as slim
 
 from nets import i3d_utils
-from nets._impl import inception_parts, video_inception
+from nets._impl import video_inception
+from nets._impl.initializers import trunc_normal  # noqa: F401 (the official module's name)
 from nets._impl.video_inception import BodyOptions, EndPoints, HeadOptions
 
-trunc_normal = inception_parts.truncated_normal
 conv3d_spatiotemporal = i3d_utils.conv3d_spatiotemporal
 inception_block_v1_3d = i3d_utils.inception_block_v1_3d
 arg_scope = slim.arg_scope

@@ -1,7 +1,17 @@
 """slim_mp: mixed-precision (float16 / bfloat16) training for TF-Slim graphs.
 
-Importing the package makes tf_slim 1.1.0 work under TensorFlow 2.21
-(see ``slim_mp.compat``).
+Importing the package makes tf_slim 1.1.0 work under TensorFlow 2.21 (``compat``). The rest, in the
+order a training run's data flows through it:
+
+* rank 0, plain knowledge: ``precision`` (the precision a user asks for), ``devices`` (where ops run
+  and what they compute natively), ``op_families`` (the op a user built, from the kernel that ran),
+  ``config_fields`` (config fields that carry their flag help), ``json_files`` (JSON written whole);
+* ``datasets`` (the batches), ``graph_pass`` (the built graph rewritten to low precision),
+  ``loss_scale`` (the gradients scaled and checked), ``numerics`` (value ranges, the first inf/NaN,
+  per-layer drift), ``mixed_precision`` (graph pass plus loss scaling in one call);
+* ``distribute`` (clones and clusters), ``seams`` (the safety pieces any training loop takes),
+  ``training`` (our training application), ``export`` (a checkpoint to a servable model), and
+  ``measure`` (benchmarks, profiles and parity runs over all of it).
 """
 
 from slim_mp import compat as _compat

@@ -18,10 +18,11 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 import tensorflow as tf
 
 DEVICE_KINDS = ("CPU", "GPU")
-LOW_PRECISION_NAMES = ("bfloat16", "float16")
 # The CPU flags (as /proc/cpuinfo spells them) that matter for low-precision math.
 LOW_PRECISION_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16")
 _CPU_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
+# The low precisions this module judges, bfloat16 first (the order reports list them), each with the
+# oldest GPU compute capability that runs it natively.
 _MIN_CAPABILITY = {"bfloat16": (8, 0), "float16": (7, 0)}
 
 
@@ -89,8 +90,8 @@ def _cpu_support(precision: str, cpu_flags: FrozenSet[str]) -> PrecisionSupport:
 def precision_support(device: DeviceInfo) -> Dict[str, PrecisionSupport]:
     """For each low precision, whether ``device`` runs it natively (see the module docstring for the rules)."""
     if device.kind == "GPU":
-        return {precision: _gpu_support(precision, device.compute_capability) for precision in LOW_PRECISION_NAMES}
-    return {precision: _cpu_support(precision, device.cpu_flags) for precision in LOW_PRECISION_NAMES}
+        return {precision: _gpu_support(precision, device.compute_capability) for precision in _MIN_CAPABILITY}
+    return {precision: _cpu_support(precision, device.cpu_flags) for precision in _MIN_CAPABILITY}
 
 
 def speed_outlook(support: PrecisionSupport) -> str:

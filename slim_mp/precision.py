@@ -18,7 +18,6 @@ _ALIASES = {
     "bf16": tf.bfloat16,
 }
 LOW_PRECISIONS = (tf.float16, tf.bfloat16)
-PRECISION_NAMES = ("float32", "float16", "bfloat16")
 
 SHORT_NAMES = {tf.float16: "fp16", tf.bfloat16: "bf16", tf.float32: "fp32"}
 

@@ -24,11 +24,6 @@ MIN_IMAGE_SIZE_WITH_AUX_LOGITS = 107
 LayerFn = Callable[..., tf.Tensor]
 
 
-def truncated_normal(stddev: float) -> tf.compat.v1.truncated_normal_initializer:
-    """Zero-mean truncated normal initializer (the official ``trunc_normal``)."""
-    return tf.compat.v1.truncated_normal_initializer(0.0, stddev)
-
-
 def batch_norm_params(decay: float, epsilon: float, updates_collections: Optional[str], scale: bool) -> dict:
     """Keyword arguments for ``slim.batch_norm`` as the Inception arg_scopes pass them."""
     return {

@@ -17,6 +17,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from nets._impl import inception_parts
+from nets._impl.initializers import trunc_normal
 from nets._impl.inception_v1_layers import (
     END_POINT_NAMES,
     INCEPTION_V1_LAYERS,
@@ -72,7 +73,7 @@ def self_gating(input_tensor: tf.Tensor, scope: str, data_format: str = "NDHWC")
         activation_fn=None,
         normalizer_fn=None,
         biases_initializer=None,
-        weights_initializer=inception_parts.truncated_normal(0.01),
+        weights_initializer=trunc_normal(0.01),
         data_format=data_format,
         scope=scope + "/self_gating/transformer_W",
     )
@@ -158,7 +159,7 @@ def inception_v1_3d_base(
     depth = inception_parts.depth_function(options.depth_multiplier, options.min_depth)
     end_points: EndPoints = {}
     with tf.compat.v1.variable_scope(scope, "InceptionV1", [inputs]):
-        with slim.arg_scope([slim.conv3d], weights_initializer=inception_parts.truncated_normal(0.01)):
+        with slim.arg_scope([slim.conv3d], weights_initializer=trunc_normal(0.01)):
             with slim.arg_scope(
                 [slim.conv3d, slim.max_pool3d, conv3d_spatiotemporal],
                 stride=1,

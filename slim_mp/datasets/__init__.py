@@ -1,4 +1,12 @@
-"""Data sets for slim_mp training: TF-Slim's official TFRecord sets, converted image folders, bundled Fashion-MNIST."""
+"""Data sets for slim_mp training: TF-Slim's official TFRecord sets, converted image folders, bundled Fashion-MNIST.
+
+In the order the data flows: ``image_folder`` converts a folder of class sub-folders into TFRecord
+shards (``tfrecord_format`` the example keys, ``labels_file`` the ``labels.txt`` file) and writes
+``image_folder_metadata`` last; ``official`` holds the official sets' sizes and file names;
+``idx_format`` and ``fashion_mnist`` read the bundled or full Fashion-MNIST; ``tfrecord_reader``
+reads shards back as ``(image, label)`` and names a damaged file; ``label_checks`` stops a label
+outside the classes; ``dataset_factory`` (``get_dataset``) is the one entry point over all of them.
+"""
 
 from slim_mp.datasets.dataset_factory import DATASET_NAMES, DatasetSpec, get_dataset
 from slim_mp.datasets.image_folder import ConversionSummary, convert_image_folder

@@ -27,7 +27,6 @@ CLASS_NAMES = (
 )
 BUNDLED_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "fashion_mnist_10k.npz")
 BUNDLED_SPLIT_SIZES = {"train": 10000, "test": 2000}
-FULL_SPLIT_SIZES = {"train": 60000, "test": 10000}
 IDX_PREFIXES = {"train": "train", "test": "t10k"}
 
 

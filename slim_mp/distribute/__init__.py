@@ -1,5 +1,10 @@
 """Several devices and machines: model clones, parameter-server clusters, the local cluster launcher.
 
+In the order a distributed step is built: ``cluster`` (where this process sits: job, task, devices,
+session target), ``clones`` (copies of the network sharing one set of variables, their gradients
+summed), ``train_step`` (one, optionally synchronized, update from the summed gradients), and
+``local_cluster`` (parameter-server and worker processes on this machine, for tests and trials).
+
 The names other packages use are exported here; code outside ``distribute`` imports them from
 ``slim_mp.distribute``.
 """

@@ -1,1 +1,7 @@
-"""From a trained checkpoint to a servable model: inference graphs, frozen weights, SavedModels (issue 16)."""
+"""From a trained checkpoint to a servable model: inference graphs, frozen weights, SavedModels (issue 16).
+
+In the order an export runs: ``inference_graph`` (the official script's inference graph, rewritten
+for low precision, its weights frozen), ``low_precision_weights`` (frozen weights stored in the
+precision the graph computes in), ``saved_model`` (the frozen graph as a SavedModel with one
+``serving_default`` signature), and ``exporter`` (``export_model``, all of it as one function).
+"""

@@ -1,9 +1,10 @@
 """``slim_mp.rewrite``: run a built TF-Slim graph in float16 or bfloat16, without editing the network.
 
-The pipeline, one module per step: ``select`` (the ops computing the fetches) -> ``op_classes``
-(allow/infer/clear/deny tables) -> ``paint`` (low or float32 per op) -> ``refine`` (move the
-tail's casts to where they are fewest) -> ``rebuild`` (new ops, shared casts, consumers
-re-routed) -> ``report``.
+The pipeline, one module per step: ``rewrite_options`` (the checked options) -> ``region`` (the ops
+computing the fetches) -> ``op_classes`` (allow/infer/clear/deny tables) -> ``placement`` (which
+allow ops pay in low precision where the step runs) -> ``paint`` (low or float32 per op) ->
+``refine`` (move the tail's casts to where they are fewest) -> ``rebuild`` (new ops, shared casts,
+consumers re-routed) -> ``report``.
 """
 
 import collections

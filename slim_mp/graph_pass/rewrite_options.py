@@ -10,10 +10,10 @@ import dataclasses
 import difflib
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from slim_mp.devices import DEVICE_KINDS
 from slim_mp.graph_pass.op_classes import check_class_overrides
 from slim_mp.graph_pass.placement import PlacementOptions, resolve_placement
 
-DEVICE_TYPES = ("CPU", "GPU")
 _OP_TYPE_LISTS = ("allow", "infer", "clear", "deny", "remove")
 
 
@@ -60,7 +60,7 @@ class RewriteOptions:
         for name in (*_OP_TYPE_LISTS, "keep_fp32_scopes"):
             object.__setattr__(self, name, _string_tuple(name, getattr(self, name)))
         check_class_overrides(self.class_overrides(), self.remove)
-        if self.device_type is not None and self.device_type not in DEVICE_TYPES:
+        if self.device_type is not None and self.device_type not in DEVICE_KINDS:
             raise ValueError(f"device_type={self.device_type!r} is not supported; use 'CPU' or 'GPU'.")
         if not isinstance(self.include_update_ops, bool):
             raise TypeError(f"include_update_ops={self.include_update_ops!r} must be True or False.")

@@ -1,5 +1,12 @@
 """Loss scaling, a drop-in for ``tf.contrib.mixed_precision``: managers, the optimizer, finite checks, skip counts.
 
+In the order a step's gradients meet them: ``policy`` (what ``"dynamic"`` means; one factory from a
+request to a manager), ``managers`` (where the scale comes from and how it reacts to overflow),
+``optimizer`` (``LossScaleOptimizer``: scale the loss, unscale the gradients, apply or skip),
+``finite_check`` (whether the gradients hold inf or NaN), ``skip_monitor`` (count skipped steps,
+stop a run that only skips), and ``divergence`` (the in-graph checks that stop a diverged run, read
+back as ``TrainingDivergedError``).
+
 It imports nothing from the graph pass, training, distribution or measurement. The names other
 packages use are exported here; code outside ``loss_scale`` imports them from ``slim_mp.loss_scale``.
 """

@@ -1,8 +1,12 @@
 """Numerics tools: what low precision will face (value-range audit), where inf/NaN first appeared
 (non-finite origin), and how far each layer drifts from float32 (layer diff).
 
-The value audit is three modules: ``value_stats`` (the in-graph range statistics),
-``audit_advice`` (scopes to keep float32, loss-scale range) and ``value_audit`` (runs and reports it).
+In the order the data flows: ``limits`` (the representable magnitudes of float16 and bfloat16),
+``step_feeds`` (the batches the tools run: one feed dict, one per step, or none), the value audit
+on the float32 graph before any rewrite (``value_stats``: the in-graph range statistics;
+``audit_advice``: scopes to keep float32 and the loss-scale range; ``value_audit``: runs and
+reports it), ``layer_diff`` (float32 against the rewritten graph, per end point), and
+``nonfinite`` (the first inf/NaN of a skipped step, from a replay of its batch).
 
 Rank 2: imports only ``slim_mp.precision``, ``devices``, ``compat``, ``graph_pass`` and ``loss_scale``.
 The names other packages use are exported here.

@@ -1,10 +1,11 @@
 """What makes a training loop safe to run, in pieces any loop can take: our loop and a user's, through their seams.
 
-The pieces: the non-finite watch (``nonfinite_watch``), progress lines (``progress``), SIGTERM
-(``preemption``), divergence as one error (``divergence_report``), and per-graph step state
-(``step_watch``). A user's loop takes them through the ecosystem's own seams: the step function of
-``slim.learning.train`` (``slim_step.train_step``) and a ``SessionRunHook`` for
-``MonitoredTrainingSession`` (``session_hooks``). Our loop (``slim_mp.training.loop``) uses the same pieces.
+The pieces, in the order a step meets them: per-graph step state (``step_watch``), the non-finite
+watch (``nonfinite_watch``), progress lines (``progress``), SIGTERM (``preemption``), and divergence
+as one error (``divergence_report``). A user's loop takes them through the ecosystem's own seams: the
+step function of ``slim.learning.train`` (``slim_step``, its ``train_step``) and a ``SessionRunHook``
+for ``MonitoredTrainingSession`` (``session_hooks``). Our loop (``slim_mp.training.loop``) uses the
+same pieces.
 
 Rank 3: imports only ``loss_scale`` and ``numerics`` (and rank 0), never the training application
 (which imports the ``nets`` zoo), so ``import slim_mp`` exports the seams without it.

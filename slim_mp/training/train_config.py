@@ -8,7 +8,7 @@ from absl import logging
 from slim_mp.config_fields import option
 from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.distribute import ClonePlacement, ClusterLayout, make_cluster_layout
-from slim_mp.graph_pass import check_op_type
+from slim_mp.graph_pass import RewriteOptions
 from slim_mp.training.fault_injection import check_fault_steps
 from slim_mp.training.learning_rate import LearningRateSettings, check_decay_type
 from slim_mp.training.optimizers import OptimizerSettings, check_optimizer_name
@@ -149,15 +149,19 @@ def _check_optimizer_settings(settings: OptimizerSettings) -> None:
 
 
 def _check_precision_flags(config: TrainConfig) -> None:
-    """Raise ValueError naming the flag for an unknown op type (``LossScaleOptions`` checks ``--loss_scale``)."""
+    """Raise ValueError naming the flag for an op type the graph pass's ``RewriteOptions`` refuses.
+
+    ``RewriteOptions`` holds the one op-type check; this only says which flag the op type came from
+    (``LossScaleOptions`` checks ``--loss_scale``).
+    """
     options = config.precision_options
-    for flag, op_types in (("mp_allow_ops", options.mp_allow_ops), ("mp_deny_ops", options.mp_deny_ops)):
-        for op_type in op_types:
-            try:
-                check_op_type(op_type)
-            except ValueError as error:
-                raise ValueError(f"--{flag}={','.join(op_types)}: {error} Pass op type names as TensorFlow spells "
-                                 "them (e.g. Softmax).") from error
+    for flag, op_class, op_types in (("mp_allow_ops", "allow", options.mp_allow_ops),
+                                     ("mp_deny_ops", "deny", options.mp_deny_ops)):
+        try:
+            RewriteOptions(**{op_class: op_types})
+        except ValueError as error:
+            raise ValueError(f"--{flag}={','.join(op_types)}: {error} Pass op type names as TensorFlow spells "
+                             "them (e.g. Softmax).") from error
 
 
 def check_command_line_config(config: TrainConfig) -> None:

@@ -1,4 +1,4 @@
-"""The official-style script with the README's lines (``train_step_fn=slim_mp.train_step`` in its
+"""The official-style script with the lines of docs/compatibility.md (``train_step_fn=slim_mp.train_step`` in its
 ``slim.learning.train`` call), run as a user runs it, in a process of its own, with slim's defaults.
 
 - SIGTERM mid-training: the latest checkpoint is the current step (without the step function,
