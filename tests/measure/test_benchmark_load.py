@@ -11,8 +11,11 @@ import tensorflow as tf
 
 from slim_mp.devices import DeviceInfo
 from slim_mp.graph_pass import PlacementOptions
-from slim_mp.measure import benchmark_load, benchmark_report, benchmark_step, benchmark_suite
-from slim_mp.measure.benchmark_suite import Settings, SuiteRun, VariantResult
+from slim_mp.measure.benchmark import background_load as benchmark_load
+from slim_mp.measure.benchmark import benchmark_step
+from slim_mp.measure.benchmark import suite as benchmark_suite
+from slim_mp.measure.benchmark.benchmark_report import BenchmarkReport
+from slim_mp.measure.benchmark.suite_results import Settings, SuiteRun, VariantResult
 from slim_mp.devices import precision_support
 
 
@@ -123,10 +126,10 @@ def test_the_quiet_retiming_rebuilds_the_pinned_placement_beside_float32(tmp_pat
     device = DeviceInfo("CPU", "test CPU")
     run = SuiteRun(device, precision_support(device), Settings(2, None, 3, 1), ("bfloat16",), (), (float32, low),
                    background_load=1, quiet_retimings=(retiming, missing))
-    text = benchmark_report.as_markdown(run)
+    text = BenchmarkReport(run).to_markdown()
     assert "## Decided under load, re-timed quiet" in text and "beside 1 busy-loop process(es)" in text
     rows = [line for line in text.splitlines() if line.startswith("| lenet | slim_mp_bf16 |")]
     assert len(rows) == 3 and f"| {retiming.quiet_ratio:.3f} |" in rows[1] and "n/a: no placement" in rows[2]
-    assert benchmark_report.as_json(run)["quiet_retimings"][0]["quiet_ratio"] == retiming.quiet_ratio
+    assert BenchmarkReport(run).to_dict()["quiet_retimings"][0]["quiet_ratio"] == retiming.quiet_ratio
     (line, skipped) = benchmark_load.summary_lines(run.quiet_retimings)
     assert "decided under load (1 busy process(es))" in line and "slim_mp/float32 under load 2.000" in line

@@ -7,17 +7,11 @@ import matplotlib.image
 import pytest
 import tensorflow as tf
 
-from slim_mp.measure import benchmark_report
-from slim_mp.measure import benchmark_step
-from slim_mp.measure import benchmark_suite
-from slim_mp.measure.benchmark_suite import (
-    Settings,
-    SuiteRun,
-    VariantResult,
-    check_models,
-    choose_precisions,
-    plan_variants,
-)
+from slim_mp.measure.benchmark import benchmark_step, peak_memory
+from slim_mp.measure.benchmark import suite as benchmark_suite
+from slim_mp.measure.benchmark.benchmark_report import BenchmarkReport
+from slim_mp.measure.benchmark.suite import check_models, choose_precisions, plan_variants
+from slim_mp.measure.benchmark.suite_results import Settings, SuiteRun, Variant, VariantResult
 from slim_mp.devices import (
     LOW_PRECISION_CPU_FLAGS,
     DeviceInfo,
@@ -154,7 +148,7 @@ def toy_run() -> SuiteRun:
 
 
 def test_markdown_has_one_row_per_result_and_marks_emulated_precisions(toy_run):
-    text = benchmark_report.as_markdown(toy_run)
+    text = BenchmarkReport(toy_run).to_markdown()
     rows = [line for line in text.splitlines() if line.startswith("| toy |")]
     assert len(rows) == 2
     cells = [cell.strip() for cell in rows[1].strip("|").split("|")]
@@ -165,7 +159,7 @@ def test_markdown_has_one_row_per_result_and_marks_emulated_precisions(toy_run):
 
 
 def test_reports_are_written_and_parse(toy_run, tmp_path):
-    paths = benchmark_report.write_benchmark_reports(toy_run, str(tmp_path / "out"))
+    paths = BenchmarkReport(toy_run).write_reports(str(tmp_path / "out"))
     with open(paths["json"], encoding="utf-8") as handle:
         payload = json.load(handle)
     assert [r["label"] for r in payload["results"]] == ["float32", "slim_mp_fp16"]
@@ -176,11 +170,11 @@ def test_reports_are_written_and_parse(toy_run, tmp_path):
 
 def test_unavailable_variant_is_a_row_with_its_reason(toy_run, tmp_path):
     floor = benchmark_suite.unavailable_result(
-        "toy", benchmark_suite.Variant("floor", "float16"), False, "No registered 'LRN' OpKernel for bfloat16")
+        "toy", Variant("floor", "float16"), False, "No registered 'LRN' OpKernel for bfloat16")
     run = dataclasses.replace(toy_run, results=toy_run.results + (floor,))
-    rows = [line for line in benchmark_report.as_markdown(run).splitlines() if line.startswith("| toy | floor")]
+    rows = [line for line in BenchmarkReport(run).to_markdown().splitlines() if line.startswith("| toy | floor")]
     assert len(rows) == 1 and "n/a: No registered 'LRN' OpKernel for bfloat16" in rows[0]
-    paths = benchmark_report.write_benchmark_reports(run, str(tmp_path))
+    paths = BenchmarkReport(run).write_reports(str(tmp_path))
     with open(paths["json"], encoding="utf-8") as handle:
         assert json.load(handle)["results"][-1]["unavailable"].startswith("No registered 'LRN'")
 
@@ -195,8 +189,8 @@ def test_failure_reason_is_the_line_naming_the_error():
 
 def test_a_variant_that_cannot_run_is_reported_and_the_others_are_timed():
     # cifarnet's LRN has no bfloat16 CPU kernel: the all-low floor fails at its first run.
-    variants = [benchmark_suite.Variant("float32", "float32"), benchmark_suite.Variant("floor", "bfloat16")]
-    memory = {v.label: benchmark_suite.peak_memory.MemoryMeasurement(1, 0, "test") for v in variants}
+    variants = [Variant("float32", "float32"), Variant("floor", "bfloat16")]
+    memory = {v.label: peak_memory.MemoryMeasurement(1, 0, "test") for v in variants}
     support = precision_support(cpu("avx512_bf16"))
     results = benchmark_suite.benchmark_model("cifarnet", variants, Settings(2, None, 1, 0), support, memory,
                                               progress=lambda line: None)
@@ -209,8 +203,6 @@ def test_a_variant_that_cannot_run_is_reported_and_the_others_are_timed():
 def test_the_memory_subprocess_gets_the_checkout_on_its_path_not_the_package_folder():
     # The subprocess imports slim_mp and nets: its path needs the folder that holds both.
     import os
-
-    from slim_mp.measure import peak_memory
 
     root = peak_memory._REPO_ROOT
     assert os.path.isfile(os.path.join(root, "slim_mp", "__init__.py"))

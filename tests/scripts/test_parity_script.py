@@ -9,7 +9,7 @@ import tensorflow as tf
 from matplotlib import image as mpimg
 
 from script_runs import REPO_ROOT, check_bad_input, check_ok, run_script
-from slim_mp.measure.parity import StepLog
+from slim_mp.measure.parity.parity_results import StepLog
 
 PARITY_SCRIPT = os.path.join(REPO_ROOT, "scripts", "parity.py")
 STEPS = 8
