@@ -20,7 +20,7 @@ import os
 from absl import flags
 
 from slim_mp.devices import detect_device, precision_support
-from slim_mp.measure.benchmark import background_load, suite, suite_results
+from slim_mp.measure.benchmark import suite, suite_results, under_load
 from slim_mp.measure.benchmark.benchmark_report import BenchmarkReport
 from slim_mp.training import cli
 
@@ -49,7 +49,7 @@ def main() -> None:
     """Check the flags, benchmark every model and write the three reports."""
     settings = suite_results.Settings(FLAGS.batch_size, FLAGS.image_size, FLAGS.rounds, FLAGS.warmup,
                                         FLAGS.memory_steps)
-    background_load = background_load.check_background_load(FLAGS.background_load)
+    background_load = under_load.check_background_load(FLAGS.background_load)
     models = suite.check_models([name for name in FLAGS.models if name])
     device = detect_device()
     precisions = suite.choose_precisions([name for name in FLAGS.precisions if name], device)
@@ -59,7 +59,7 @@ def main() -> None:
     progress(f"benchmarking: float32 and {', '.join(precisions)}")
     run = suite.run_suite(models, precisions, settings, device, progress, background_load,
                                     os.path.join(FLAGS.output_dir, "placements"))
-    for line in background_load.summary_lines(run.quiet_retimings):
+    for line in under_load.summary_lines(run.quiet_retimings):
         progress(line)
     for path in BenchmarkReport(run).write_reports(FLAGS.output_dir).values():
         progress(f"wrote {path}")

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import time
 
 import matplotlib.image
 import pytest
@@ -127,6 +128,29 @@ def test_check_models_names_the_unknown_model():
 def test_speedup_is_the_median_of_per_round_ratios():
     times = {"float32": [2.0, 4.0, 6.0], "fast": [1.0, 1.0, 3.0]}  # per-round ratios 2, 4, 2
     assert benchmark_step.paired_ratio(times, "float32", "fast") == pytest.approx(2.0)
+
+
+def test_interleaved_times_are_seconds_of_each_call_in_rotating_order():
+    calls = []
+
+    def run(name, seconds):
+        return lambda: (calls.append(name), time.sleep(seconds))
+
+    times = benchmark_step.interleaved_times({"a": run("a", 0.02), "b": run("b", 0.0)}, rounds=2, warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a"]  # warm-up, round 1 (a first), round 2 (b first)
+    assert len(times["a"]) == len(times["b"]) == 2 and min(times["a"]) >= 0.02
+
+
+def test_an_error_in_a_timed_round_reaches_the_caller():
+    calls = []
+
+    def fails_on_the_third_call():
+        calls.append(1)
+        if len(calls) == 3:
+            raise tf.errors.InvalidArgumentError(None, None, "the op's own error")
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the op's own error"):
+        benchmark_step.interleaved_times({"a": fails_on_the_third_call}, rounds=3, warmup=1)
 
 
 def result(label: str, config: str, precision: str, native: bool, seconds: float, speedup: float) -> VariantResult:

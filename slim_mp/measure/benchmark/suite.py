@@ -8,7 +8,7 @@ median over rounds of float32's step time divided by the variant's in the same r
 that cannot be built or run (say, the floor of a network with an op that has no low-precision
 kernel) is reported as unavailable with the reason, and the others go on.
 
-With a background load (``background_load``), all of that runs beside the load, each measured
+With a background load (``under_load``), all of that runs beside the load, each measured
 placement pinned in a decisions file; then the load is stopped and float32 and each pinned
 placement are re-timed side by side on the quiet machine.
 """
@@ -22,7 +22,7 @@ import tensorflow as tf
 from nets import nets_factory
 from slim_mp.devices import DeviceInfo, PrecisionSupport, native_precisions, precision_support
 from slim_mp.graph_pass import PlacementOptions
-from slim_mp.measure.benchmark import background_load, benchmark_step, peak_memory
+from slim_mp.measure.benchmark import benchmark_step, peak_memory, under_load
 from slim_mp.measure.benchmark.suite_results import BASELINE, Settings, SuiteRun, Variant, VariantResult
 from slim_mp.precision import resolve_precision
 
@@ -134,7 +134,7 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
                  ) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, int]]:
     """Build and run once each variant not yet failed: (steps, casts executed); failures go into ``failures``.
 
-    With ``decisions_dir``, each measured placement is pinned there (``background_load.decisions_path``).
+    With ``decisions_dir``, each measured placement is pinned there (``under_load.decisions_path``).
     """
     steps, casts = {}, {}
     for variant in variants:
@@ -143,7 +143,7 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
         step = None
         options = None
         if decisions_dir and benchmark_step.PLACEMENT_OF.get(variant.config) == "measured":
-            pinned = background_load.decisions_path(decisions_dir, model, variant.label)
+            pinned = under_load.decisions_path(decisions_dir, model, variant.label)
             options = PlacementOptions(decisions_file=pinned)
         try:
             step = benchmark_step.build_benchmark_step(
@@ -220,8 +220,8 @@ def run_suite(models: Sequence[str], precisions: Sequence[str], settings: Settin
     failures: Dict[str, Dict[str, str]] = {model: {} for model in models}
     pinned = decisions_dir if background_load else None
     if pinned:
-        background_load.remove_decisions(pinned, [(model, variant.label) for model in models for variant in variants])
-    with background_load.BackgroundLoad(background_load) as load:
+        under_load.remove_decisions(pinned, [(model, variant.label) for model in models for variant in variants])
+    with under_load.BackgroundLoad(background_load) as load:
         if background_load:
             progress(f"background load: {background_load} busy-loop process(es), pids {load.pids}")
         memory = {model: _measure_memory(model, variants, settings, progress, failures[model]) for model in models}
@@ -235,7 +235,7 @@ def run_suite(models: Sequence[str], precisions: Sequence[str], settings: Settin
     progress("background load stopped")
     measured = [r for r in results if benchmark_step.PLACEMENT_OF.get(r.config) == "measured"]
     baselines = {r.model: r for r in results if r.label == BASELINE}
-    retimings = tuple(background_load.retime_quietly(
+    retimings = tuple(under_load.retime_quietly(
         result, baselines.get(result.model), pinned, background_load, settings.batch_size, settings.image_size,
         settings.rounds, settings.warmup, progress) for result in measured)
     return dataclasses.replace(run, quiet_retimings=retimings)
