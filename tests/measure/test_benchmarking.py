@@ -8,6 +8,7 @@ import matplotlib.image
 import pytest
 import tensorflow as tf
 
+from slim_mp.graph_pass.placement import TIMINGS_FILE_ENV
 from slim_mp.measure.benchmark import benchmark_step, peak_memory
 from slim_mp.measure.benchmark import suite as benchmark_suite
 from slim_mp.measure.benchmark.benchmark_report import BenchmarkReport
@@ -222,6 +223,25 @@ def test_a_variant_that_cannot_run_is_reported_and_the_others_are_timed():
     assert by_label["float32"].unavailable is None and by_label["float32"].median_seconds > 0
     assert by_label["floor_bf16"].median_seconds is None
     assert "LRN" in by_label["floor_bf16"].unavailable
+
+
+@pytest.mark.parametrize("timings_file, subprocesses", [("fixed.json", 3), (None, 4)])
+def test_a_measured_placement_fills_its_cache_first_unless_its_timings_are_fixed(
+        timings_file, subprocesses, monkeypatch):
+    # float32 and slim_mp_static: one subprocess each; slim_mp: one more to fill the timing cache,
+    # which fixed timings never touch.
+    monkeypatch.delenv(TIMINGS_FILE_ENV, raising=False)
+    if timings_file:
+        monkeypatch.setenv(TIMINGS_FILE_ENV, timings_file)
+    requests = []
+    monkeypatch.setattr(peak_memory, "measure_in_subprocess",
+                        lambda request: requests.append(request.config) or peak_memory.MemoryMeasurement(2, 1, "t"))
+    variants = [Variant("float32", "float32"), Variant("slim_mp", "bfloat16"), Variant("slim_mp_static", "bfloat16")]
+    failures = {}
+    memory = benchmark_suite._measure_memory("lenet", variants, Settings(2, None, 1, 0), lambda line: None, failures)
+    assert set(memory) == {v.label for v in variants} and failures == {}
+    assert len(requests) == subprocesses
+    assert requests.count("slim_mp") == (1 if timings_file else 2)
 
 
 def test_the_memory_subprocess_gets_the_checkout_on_its_path_not_the_package_folder():

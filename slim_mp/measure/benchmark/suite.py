@@ -111,14 +111,16 @@ def _measure_memory(model: str, variants: Sequence[Variant], settings: Settings,
                     failures: Dict[str, str]) -> Dict[str, peak_memory.MemoryMeasurement]:
     """Peak memory per variant label; a variant whose subprocess fails goes into ``failures`` with the reason."""
     memory = {}
+    timings_fixed = bool(PlacementOptions().fixed_timings_file())
     for variant in variants:
         progress(f"[{model}] {variant.label}: measuring peak memory in a subprocess")
         request = peak_memory.MemoryRequest(variant.config, model, variant.precision, settings.batch_size,
                                             settings.image_size, settings.memory_steps)
         try:
-            if benchmark_step.PLACEMENT_OF.get(variant.config) == "measured":
+            if benchmark_step.PLACEMENT_OF.get(variant.config) == "measured" and not timings_fixed:
                 # A first run fills the placement's timing cache: the peak is the training step's,
-                # not that of the one-off micro-benchmarks and candidate copies.
+                # not that of the one-off micro-benchmarks and candidate copies. Fixed timings
+                # (``$SLIM_MP_TIMINGS_FILE``) time nothing, so there is nothing to fill.
                 peak_memory.measure_in_subprocess(request)
             memory[variant.label] = peak_memory.measure_in_subprocess(request)
         except (ValueError, RuntimeError) as error:
