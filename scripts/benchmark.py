@@ -20,7 +20,8 @@ import os
 from absl import flags
 
 from slim_mp.devices import detect_device, precision_support
-from slim_mp.measure import benchmark_load, benchmark_report, benchmark_suite
+from slim_mp.measure.benchmark import suite, suite_results, under_load
+from slim_mp.measure.benchmark.benchmark_report import BenchmarkReport
 from slim_mp.training import cli
 
 DEFAULT_MODELS = ["resnet_v1_50", "inception_v3", "mobilenet_v1", "vgg_16", "resnet_v1_18"]
@@ -46,21 +47,21 @@ def progress(line: str) -> None:
 
 def main() -> None:
     """Check the flags, benchmark every model and write the three reports."""
-    settings = benchmark_suite.Settings(FLAGS.batch_size, FLAGS.image_size, FLAGS.rounds, FLAGS.warmup,
+    settings = suite_results.Settings(FLAGS.batch_size, FLAGS.image_size, FLAGS.rounds, FLAGS.warmup,
                                         FLAGS.memory_steps)
-    background_load = benchmark_load.check_background_load(FLAGS.background_load)
-    models = benchmark_suite.check_models([name for name in FLAGS.models if name])
+    background_load = under_load.check_background_load(FLAGS.background_load)
+    models = suite.check_models([name for name in FLAGS.models if name])
     device = detect_device()
-    precisions = benchmark_suite.choose_precisions([name for name in FLAGS.precisions if name], device)
+    precisions = suite.choose_precisions([name for name in FLAGS.precisions if name], device)
     progress(f"device: {device.describe()}")
     for support in precision_support(device).values():
         progress(support.describe())
     progress(f"benchmarking: float32 and {', '.join(precisions)}")
-    run = benchmark_suite.run_suite(models, precisions, settings, device, progress, background_load,
+    run = suite.run_suite(models, precisions, settings, device, progress, background_load,
                                     os.path.join(FLAGS.output_dir, "placements"))
-    for line in benchmark_load.summary_lines(run.quiet_retimings):
+    for line in under_load.summary_lines(run.quiet_retimings):
         progress(line)
-    for path in benchmark_report.write_benchmark_reports(run, FLAGS.output_dir).values():
+    for path in BenchmarkReport(run).write_reports(FLAGS.output_dir).values():
         progress(f"wrote {path}")
 
 

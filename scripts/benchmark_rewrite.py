@@ -13,7 +13,7 @@ from absl import flags
 
 from slim_mp import devices
 from slim_mp.json_files import write_json_atomically
-from slim_mp.measure import benchmark_step
+from slim_mp.measure.benchmark import benchmark_step
 from slim_mp.precision import resolve_precision
 from slim_mp.training import cli
 

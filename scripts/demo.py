@@ -79,7 +79,7 @@ from slim_mp.datasets import get_dataset  # noqa: E402
 from slim_mp.devices import (DeviceInfo, detect_device, precision_support, preferred_low_precision,  # noqa: E402
                              speed_outlook)
 from slim_mp.graph_pass.placement import DECISIONS_FILE_NAME, PlacementOptions  # noqa: E402
-from slim_mp.measure import benchmark_step  # noqa: E402
+from slim_mp.measure.benchmark import benchmark_step  # noqa: E402
 from slim_mp.training import (EvalConfig, LearningRateSettings, OptimizerSettings, PrecisionOptions,  # noqa: E402
                               TrainConfig, cli, evaluate, prepare_output_dir, train)
 

@@ -4,7 +4,9 @@ Per seed, float32 initial weights are saved once and both precisions train from 
 same steps on the same batches; each run is evaluated on the held-out split. Writes, into
 ``--output_dir``: ``parity.json`` (options, mean ± std per precision, every run with its per-step
 loss, loss scale and skipped-step count), ``parity.md`` (the tables) and ``loss_curves.png``
-(plus the loss-scale trajectory for float16). Runs live under ``--output_dir/seed_<n>/``.
+(plus the loss-scale trajectory for float16). Runs live under ``--output_dir/seed_<n>/``. ``--placement``
+picks the mixed-precision runs' placement (measured or static; unset: training's default), and each
+of those runs records how many conv/matmul-class ops it ran low.
 
     python scripts/parity.py --model_name lenet --dataset_name fashion_mnist --precision bfloat16 \\
         --steps 1000 --seeds 0,1,2 --output_dir runs/parity_lenet
@@ -14,9 +16,9 @@ Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` 
 
 import time
 
-from slim_mp.measure.parity import ParityConfig, run_parity
-from slim_mp.measure.parity_plot import plot_loss_curves
-from slim_mp.measure.parity_report import to_markdown, write_report
+from slim_mp.measure.parity.parity_config import ParityConfig
+from slim_mp.measure.parity.parity_report import ParityReport
+from slim_mp.measure.parity.parity_run import run_parity
 from slim_mp.training import cli
 
 cli.define_flags(ParityConfig)
@@ -27,10 +29,10 @@ def main() -> None:
     config = cli.config_from_flags(ParityConfig)
     started = time.perf_counter()
     result = run_parity(config, print_line=lambda line: print(line, flush=True))
-    paths = write_report(result)
-    paths["plot"] = plot_loss_curves(result)
+    report = ParityReport(result)
+    paths = report.write_reports(config.output_dir)
     print()
-    print(to_markdown(result))
+    print(report.to_markdown())
     print(f"wrote {', '.join(paths.values())}; wall time {time.perf_counter() - started:.0f}s")
 
 

@@ -13,9 +13,9 @@ largest tensors alive at the memory peak), profile.json (every op) and profile.p
 from absl import flags
 
 from slim_mp.devices import detect_device
-from slim_mp.measure.device_peak import device_peak
-from slim_mp.measure.profile_run import ProfileSteps, profile_both
-from slim_mp.measure.step_profile_report import write_profile_reports
+from slim_mp.measure.profiling.device_peak import device_peak
+from slim_mp.measure.profiling.profile_report import ProfileReport
+from slim_mp.measure.profiling.profile_run import ProfileSteps, profile_both
 from slim_mp.training import TrainConfig, cli
 
 cli.define_flags(TrainConfig)
@@ -44,7 +44,7 @@ def main() -> None:
     peaks = {precision: device_peak(device, precision) for precision in ("float32", mixed.label)}
     title = (f"{config.model_name}, batch {config.batch_size}, "
              f"{config.train_image_size or 'default'} px, {mixed.label} vs float32")
-    for path in write_profile_reports(title, float32, mixed, peaks, FLAGS.output_dir).values():
+    for path in ProfileReport(title, float32, mixed, peaks).write_reports(FLAGS.output_dir).values():
         progress(f"wrote {path}")
 
 

@@ -16,6 +16,7 @@ from absl import flags
 import slim_mp
 from nets import nets_factory
 from slim_mp.graph_pass import select_region
+from slim_mp.markdown_table import markdown_header, markdown_row
 from slim_mp.training import cli
 
 flags.DEFINE_string("precision", "bfloat16", "float16 or bfloat16.")
@@ -58,16 +59,15 @@ def network_row(name: str, precision: str) -> dict:
 def main() -> None:
     """Build each network, print its table row as it is done, and write the table to --output if given."""
     names = FLAGS.names or nets_factory.network_names()
-    lines = [f"Precision: {FLAGS.precision}", "",
-             "| network | params | image size | ops converted | casts (forward) | casts (train step) | "
-             "float32 conv/matmul | unlisted op types | other float32 islands |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    header = ("network", "params", "image size", "ops converted", "casts (forward)", "casts (train step)",
+              "float32 conv/matmul", "unlisted op types", "other float32 islands")
+    lines = [f"Precision: {FLAGS.precision}", "", *markdown_header(header, "lrrrrrrll")]
     print("\n".join(lines), flush=True)
     for name in names:
         row = network_row(name, FLAGS.precision)
-        line = (f"| {row['network']} | {row['params']:,} | {row['image_size']} | {row['ops_converted']} | "
-                f"{row['casts_forward']} | {row['casts_train_step']} | {row['float32_math']} | "
-                f"{', '.join(row['unlisted']) or '-'} | {'; '.join(row['float32_reasons']) or '-'} |")
+        line = markdown_row((row["network"], f"{row['params']:,}", row["image_size"], row["ops_converted"],
+                             row["casts_forward"], row["casts_train_step"], row["float32_math"],
+                             ", ".join(row["unlisted"]) or "-", "; ".join(row["float32_reasons"]) or "-"))
         lines.append(line)
         print(line, flush=True)
     if FLAGS.output:

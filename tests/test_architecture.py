@@ -2,7 +2,8 @@
 
 Ranks (lower layers never import higher ones, nor a different unit of their own rank):
 
-- 0: ``compat``, ``precision``, ``devices``, ``config_fields``, ``json_files``, ``op_families``
+- 0: ``compat``, ``precision``, ``devices``, ``config_fields``, ``json_files``, ``op_families``,
+  ``markdown_table``
 - 1: ``graph_pass``, ``loss_scale``, ``datasets``
 - 2: ``numerics``
 - 3: ``mixed_precision`` (the facade), ``distribute``, ``seams`` (a user's loop's step function and
@@ -39,6 +40,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RANKS: Dict[str, int] = {
     "compat": 0, "precision": 0, "devices": 0, "config_fields": 0, "json_files": 0, "op_families": 0,
+    "markdown_table": 0,
     "graph_pass": 1, "loss_scale": 1, "datasets": 1,
     "numerics": 2,
     "mixed_precision": 3, "distribute": 3, "seams": 3,

@@ -80,10 +80,61 @@ def _write_text(text: str, path: str) -> None:
         handle.write(text)
 
 
+@dataclasses.dataclass(frozen=True)
+class AuditReport:
+    """One value audit under a title, with the report verbs every tool of ``slim_mp.measure`` shares."""
+
+    result: AuditResult
+    title: str
+
+    def to_dict(self) -> dict:
+        """``audit.json``: the audit's numbers and its recommendation."""
+        return self.result.to_dict()
+
+    def to_markdown(self) -> str:
+        """``audit.md``: the audit's tables."""
+        return audit_markdown(self.result)
+
+    def write_reports(self, output_dir: str) -> Dict[str, str]:
+        """Write audit.json, audit.md and audit.png into ``output_dir``; their paths by kind."""
+        from slim_mp.measure.numerics_plot import plot_audit  # matplotlib: the plots extra
+
+        paths = dict(zip(("json", "md", "png"), (os.path.join(output_dir, name) for name in AUDIT_FILES)))
+        write_json_atomically(paths["json"], self.to_dict())
+        _write_text(self.to_markdown(), paths["md"])
+        plot_audit(self.result, paths["png"], title=self.title)
+        return paths
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerDiffReport:
+    """One layer-by-layer diff of ``model_name`` under a title, with the report verbs of ``slim_mp.measure``."""
+
+    diff: LayerDiff
+    title: str
+    model_name: str
+
+    def to_dict(self) -> dict:
+        """``layer_diff.json``: every end point's errors, and the model's name."""
+        return dict(self.diff.to_dict(), model_name=self.model_name)
+
+    def to_markdown(self) -> str:
+        """``layer_diff.md``: one table row per end point."""
+        return layer_diff_markdown(self.diff, self.title)
+
+    def write_reports(self, output_dir: str) -> Dict[str, str]:
+        """Write layer_diff.json, .md and .png into ``output_dir``; their paths by kind."""
+        from slim_mp.measure.numerics_plot import plot_layer_diff
+
+        paths = dict(zip(("json", "md", "png"), (os.path.join(output_dir, name) for name in LAYER_DIFF_FILES)))
+        write_json_atomically(paths["json"], self.to_dict())
+        _write_text(self.to_markdown(), paths["md"])
+        plot_layer_diff(self.diff, paths["png"], self.title)
+        return paths
+
+
 def run_audit(config: TrainConfig, steps: int, output_dir: str, precision: str) -> AuditResult:
     """Audit ``steps`` batches of ``config``'s float32 network for ``precision``; write audit.json/.md/.png."""
-    from slim_mp.measure.numerics_plot import plot_audit  # matplotlib: the plots extra
-
     try:
         dtype = resolve_precision(precision)
     except ValueError as error:
@@ -95,17 +146,12 @@ def run_audit(config: TrainConfig, steps: int, output_dir: str, precision: str) 
     with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
         built.initialise(session)
         result = audit(built.loss, dtype, session, steps=steps, options=config.precision_options.rewrite_options())
-    paths = [os.path.join(output_dir, name) for name in AUDIT_FILES]
-    write_json_atomically(paths[0], result.to_dict())
-    _write_text(audit_markdown(result), paths[1])
-    plot_audit(result, paths[2], title=f"{config.model_name}: float32 values against {dtype.name}")
+    AuditReport(result, f"{config.model_name}: float32 values against {dtype.name}").write_reports(output_dir)
     return result
 
 
 def run_layer_diff(config: TrainConfig, output_dir: str, precision: str) -> LayerDiff:
     """Diff ``config``'s network (inference mode) in float32 and ``precision`` on one batch; write layer_diff.*."""
-    from slim_mp.measure.numerics_plot import plot_layer_diff
-
     name = resolve_precision(precision, allow_float32=True).name
     prepare_output_dir(output_dir, "--output_dir")
     built = build_network_graph(config, is_training=False)
@@ -115,9 +161,5 @@ def run_layer_diff(config: TrainConfig, output_dir: str, precision: str) -> Laye
         diff = layer_diff(built.end_points, name, session, {built.images: batch},
                           options=config.precision_options.rewrite_options())
     title = f"{config.model_name}: relative error of each end point, {name} vs float32 (batch {len(batch)})"
-    paths = [os.path.join(output_dir, file) for file in LAYER_DIFF_FILES]
-    write_json_atomically(paths[0], dict(diff.to_dict(), model_name=config.model_name))
-    _write_text(layer_diff_markdown(diff, title), paths[1])
-    plot_layer_diff(diff, paths[2], title)
+    LayerDiffReport(diff, title, config.model_name).write_reports(output_dir)
     return diff
-

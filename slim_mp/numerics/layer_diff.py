@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from slim_mp.graph_pass import RewriteOptions, RewriteReport, rewrite, rewrite_options_from
+from slim_mp.markdown_table import markdown_table
 from slim_mp.numerics.step_feeds import Feeds, StepFeeds, step_feeds
 from slim_mp.precision import PrecisionLike, resolve_precision
 
@@ -129,9 +130,7 @@ def layer_diff(end_points: Mapping[str, tf.Tensor], precision: PrecisionLike, se
 
 def layer_diff_markdown(diff: LayerDiff, title: str) -> str:
     """A table: end point, shape, relative error, largest absolute error, non-finite count."""
-    lines = [f"# {title}", "", "| end point | shape | relative error | max abs error | non-finite |",
-             "|---|---|---|---|---|"]
-    for layer in diff.layers:
-        lines.append(f"| {layer.name} | {'x'.join(map(str, layer.shape))} | {layer.relative_error:.3g} | "
-                     f"{layer.max_abs_error:.3g} | {layer.nonfinite} |")
-    return "\n".join(lines) + "\n"
+    rows = [(layer.name, "x".join(map(str, layer.shape)), f"{layer.relative_error:.3g}", f"{layer.max_abs_error:.3g}",
+             str(layer.nonfinite)) for layer in diff.layers]
+    header = ("end point", "shape", "relative error", "max abs error", "non-finite")
+    return "\n".join([f"# {title}", "", *markdown_table(header, rows)]) + "\n"

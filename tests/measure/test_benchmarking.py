@@ -2,22 +2,18 @@
 
 import dataclasses
 import json
+import time
 
 import matplotlib.image
 import pytest
 import tensorflow as tf
 
-from slim_mp.measure import benchmark_report
-from slim_mp.measure import benchmark_step
-from slim_mp.measure import benchmark_suite
-from slim_mp.measure.benchmark_suite import (
-    Settings,
-    SuiteRun,
-    VariantResult,
-    check_models,
-    choose_precisions,
-    plan_variants,
-)
+from slim_mp.graph_pass.placement import TIMINGS_FILE_ENV
+from slim_mp.measure.benchmark import benchmark_step, peak_memory
+from slim_mp.measure.benchmark import suite as benchmark_suite
+from slim_mp.measure.benchmark.benchmark_report import BenchmarkReport
+from slim_mp.measure.benchmark.suite import check_models, choose_precisions, plan_variants
+from slim_mp.measure.benchmark.suite_results import Settings, SuiteRun, Variant, VariantResult
 from slim_mp.devices import (
     LOW_PRECISION_CPU_FLAGS,
     DeviceInfo,
@@ -135,6 +131,29 @@ def test_speedup_is_the_median_of_per_round_ratios():
     assert benchmark_step.paired_ratio(times, "float32", "fast") == pytest.approx(2.0)
 
 
+def test_interleaved_times_are_seconds_of_each_call_in_rotating_order():
+    calls = []
+
+    def run(name, seconds):
+        return lambda: (calls.append(name), time.sleep(seconds))
+
+    times = benchmark_step.interleaved_times({"a": run("a", 0.02), "b": run("b", 0.0)}, rounds=2, warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a"]  # warm-up, round 1 (a first), round 2 (b first)
+    assert len(times["a"]) == len(times["b"]) == 2 and min(times["a"]) >= 0.02
+
+
+def test_an_error_in_a_timed_round_reaches_the_caller():
+    calls = []
+
+    def fails_on_the_third_call():
+        calls.append(1)
+        if len(calls) == 3:
+            raise tf.errors.InvalidArgumentError(None, None, "the op's own error")
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the op's own error"):
+        benchmark_step.interleaved_times({"a": fails_on_the_third_call}, rounds=3, warmup=1)
+
+
 def result(label: str, config: str, precision: str, native: bool, seconds: float, speedup: float) -> VariantResult:
     return VariantResult(
         model="toy", label=label, config=config, precision=precision, native=native, median_seconds=seconds,
@@ -154,7 +173,7 @@ def toy_run() -> SuiteRun:
 
 
 def test_markdown_has_one_row_per_result_and_marks_emulated_precisions(toy_run):
-    text = benchmark_report.as_markdown(toy_run)
+    text = BenchmarkReport(toy_run).to_markdown()
     rows = [line for line in text.splitlines() if line.startswith("| toy |")]
     assert len(rows) == 2
     cells = [cell.strip() for cell in rows[1].strip("|").split("|")]
@@ -165,7 +184,7 @@ def test_markdown_has_one_row_per_result_and_marks_emulated_precisions(toy_run):
 
 
 def test_reports_are_written_and_parse(toy_run, tmp_path):
-    paths = benchmark_report.write_benchmark_reports(toy_run, str(tmp_path / "out"))
+    paths = BenchmarkReport(toy_run).write_reports(str(tmp_path / "out"))
     with open(paths["json"], encoding="utf-8") as handle:
         payload = json.load(handle)
     assert [r["label"] for r in payload["results"]] == ["float32", "slim_mp_fp16"]
@@ -176,11 +195,11 @@ def test_reports_are_written_and_parse(toy_run, tmp_path):
 
 def test_unavailable_variant_is_a_row_with_its_reason(toy_run, tmp_path):
     floor = benchmark_suite.unavailable_result(
-        "toy", benchmark_suite.Variant("floor", "float16"), False, "No registered 'LRN' OpKernel for bfloat16")
+        "toy", Variant("floor", "float16"), False, "No registered 'LRN' OpKernel for bfloat16")
     run = dataclasses.replace(toy_run, results=toy_run.results + (floor,))
-    rows = [line for line in benchmark_report.as_markdown(run).splitlines() if line.startswith("| toy | floor")]
+    rows = [line for line in BenchmarkReport(run).to_markdown().splitlines() if line.startswith("| toy | floor")]
     assert len(rows) == 1 and "n/a: No registered 'LRN' OpKernel for bfloat16" in rows[0]
-    paths = benchmark_report.write_benchmark_reports(run, str(tmp_path))
+    paths = BenchmarkReport(run).write_reports(str(tmp_path))
     with open(paths["json"], encoding="utf-8") as handle:
         assert json.load(handle)["results"][-1]["unavailable"].startswith("No registered 'LRN'")
 
@@ -195,8 +214,8 @@ def test_failure_reason_is_the_line_naming_the_error():
 
 def test_a_variant_that_cannot_run_is_reported_and_the_others_are_timed():
     # cifarnet's LRN has no bfloat16 CPU kernel: the all-low floor fails at its first run.
-    variants = [benchmark_suite.Variant("float32", "float32"), benchmark_suite.Variant("floor", "bfloat16")]
-    memory = {v.label: benchmark_suite.peak_memory.MemoryMeasurement(1, 0, "test") for v in variants}
+    variants = [Variant("float32", "float32"), Variant("floor", "bfloat16")]
+    memory = {v.label: peak_memory.MemoryMeasurement(1, 0, "test") for v in variants}
     support = precision_support(cpu("avx512_bf16"))
     results = benchmark_suite.benchmark_model("cifarnet", variants, Settings(2, None, 1, 0), support, memory,
                                               progress=lambda line: None)
@@ -206,11 +225,28 @@ def test_a_variant_that_cannot_run_is_reported_and_the_others_are_timed():
     assert "LRN" in by_label["floor_bf16"].unavailable
 
 
+@pytest.mark.parametrize("timings_file, subprocesses", [("fixed.json", 3), (None, 4)])
+def test_a_measured_placement_fills_its_cache_first_unless_its_timings_are_fixed(
+        timings_file, subprocesses, monkeypatch):
+    # float32 and slim_mp_static: one subprocess each; slim_mp: one more to fill the timing cache,
+    # which fixed timings never touch.
+    monkeypatch.delenv(TIMINGS_FILE_ENV, raising=False)
+    if timings_file:
+        monkeypatch.setenv(TIMINGS_FILE_ENV, timings_file)
+    requests = []
+    monkeypatch.setattr(peak_memory, "measure_in_subprocess",
+                        lambda request: requests.append(request.config) or peak_memory.MemoryMeasurement(2, 1, "t"))
+    variants = [Variant("float32", "float32"), Variant("slim_mp", "bfloat16"), Variant("slim_mp_static", "bfloat16")]
+    failures = {}
+    memory = benchmark_suite._measure_memory("lenet", variants, Settings(2, None, 1, 0), lambda line: None, failures)
+    assert set(memory) == {v.label for v in variants} and failures == {}
+    assert len(requests) == subprocesses
+    assert requests.count("slim_mp") == (1 if timings_file else 2)
+
+
 def test_the_memory_subprocess_gets_the_checkout_on_its_path_not_the_package_folder():
     # The subprocess imports slim_mp and nets: its path needs the folder that holds both.
     import os
-
-    from slim_mp.measure import peak_memory
 
     root = peak_memory._REPO_ROOT
     assert os.path.isfile(os.path.join(root, "slim_mp", "__init__.py"))

@@ -2,8 +2,9 @@
 
 import pytest
 
-from slim_mp.measure.parity import ParityConfig, ParityResult, RunRecord, StepLog
-from slim_mp.measure.parity_report import accuracy_difference, summarize, to_markdown
+from slim_mp.measure.parity.parity_config import ParityConfig
+from slim_mp.measure.parity.parity_report import ParityReport, accuracy_difference, summarize
+from slim_mp.measure.parity.parity_results import ParityResult, RunRecord, StepLog
 
 # top-1 per seed 0, 1, 2
 FLOAT32 = (0.80, 0.82, 0.84)
@@ -39,6 +40,6 @@ def test_the_gap_is_paired_by_seed(result):
 
 
 def test_the_markdown_gives_the_gap_in_percentage_points(result):
-    text = to_markdown(result)
+    text = ParityReport(result).to_markdown()
     assert "paired by seed: 0.0100 ± 0.0100 (+1.00 ± 1.00 pp)." in text
     assert "| float32 | 0.8200 ± 0.0200 |" in text

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from script_runs import REPO_ROOT, check_ok, run_script
-from slim_mp.measure.step_profile import StepProfile, compare_profiles, profile_session_step
+from slim_mp.measure.profiling.step_profile import StepProfile, compare_profiles, profile_session_step
 from slim_mp.op_families import op_family
 
 tf1 = tf.compat.v1

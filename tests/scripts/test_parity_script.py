@@ -9,7 +9,7 @@ import tensorflow as tf
 from matplotlib import image as mpimg
 
 from script_runs import REPO_ROOT, check_bad_input, check_ok, run_script
-from slim_mp.measure.parity import StepLog
+from slim_mp.measure.parity.parity_results import StepLog
 
 PARITY_SCRIPT = os.path.join(REPO_ROOT, "scripts", "parity.py")
 STEPS = 8
@@ -50,6 +50,19 @@ def test_writes_json_markdown_and_a_png_with_every_precision_and_seed(parity_run
     picture = mpimg.imread(os.path.join(output_dir, "loss_curves.png"))
     assert picture.ndim == 3 and min(picture.shape[:2]) > 100
     assert f"float32 seed 0: step={LOG_EVERY} " in stdout and f"bfloat16 seed 1: step={STEPS} " in stdout  # progress
+
+
+def test_the_default_placement_is_measured_and_each_mixed_run_counts_its_low_ops(parity_run):
+    output_dir, record, _ = parity_run
+    assert record["config"]["placement"] is None
+    for (precision, seed), run in runs_by_key(record).items():
+        train_dir = os.path.join(output_dir, f"seed_{seed}", precision)
+        if precision == "float32":
+            assert run["low_allow_ops"] is None and run["allow_ops"] is None
+            continue
+        # LeNet's forward graph has 4 conv/matmul-class ops (conv1, conv2, fc3, logits).
+        assert run["allow_ops"] == 4 and 0 <= run["low_allow_ops"] <= 4
+        assert os.path.exists(os.path.join(train_dir, "placement.json")), "the measured placement decided here"
 
 
 def test_every_run_records_one_loss_point_per_step(parity_run):
@@ -103,6 +116,7 @@ def test_both_precisions_of_a_seed_start_from_one_float32_checkpoint(parity_run)
     ("--seeds=1,1", "error: --seeds=1,1 must be distinct"),
     ("--seeds=0,x", "error: --seeds=0,x holds an item that is not int"),
     ("--batch_size=many", "error: flag --batch_size=many: invalid literal"),
+    ("--placement=fast", "error: --placement='fast': "),
 ])
 def test_bad_input_is_one_error_line_and_exit_status_2(flag, expected, tmp_path):
     process = run_script(PARITY_SCRIPT, "--steps=2", f"--output_dir={tmp_path}", flag)

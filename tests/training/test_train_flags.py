@@ -8,7 +8,7 @@ from absl import flags
 
 from slim_mp.config_fields import option
 from slim_mp.distribute.cluster import ParameterServerConfig
-from slim_mp.measure.parity import ParityConfig
+from slim_mp.measure.parity.parity_config import ParityConfig
 from slim_mp.training import cli
 from slim_mp.training.evaluation import EvalConfig
 from slim_mp.training.train_config import TrainConfig

@@ -18,11 +18,11 @@ not the Python graph:
 
 import dataclasses
 import statistics
-import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from slim_mp.graph_pass.placement.stopwatch import run_ms
 from slim_mp.op_families import op_family
 
 tf1 = tf.compat.v1
@@ -120,11 +120,7 @@ def profile_session_step(session: tf1.Session, fetches, label: str, traced_steps
         raise ValueError(f"traced_steps={traced_steps} and timed_steps={timed_steps} must be at least 1.")
     for _ in range(warmup_steps):
         session.run(fetches)
-    walls = []
-    for _ in range(timed_steps):
-        started = time.perf_counter()
-        session.run(fetches)
-        walls.append(time.perf_counter() - started)
+    walls = [run_ms(lambda: session.run(fetches)) for _ in range(timed_steps)]
     options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE, output_partition_graphs=True)
     metadata_list = []
     for _ in range(traced_steps):
@@ -133,7 +129,7 @@ def profile_session_step(session: tf1.Session, fetches, label: str, traced_steps
         metadata_list.append(metadata)
     ops = executed_ops(metadata_list)
     peak_bytes, live = live_tensors_at_peak(metadata_list[-1])
-    return StepProfile(label, statistics.median(walls) * 1e3, ops, peak_bytes, live)
+    return StepProfile(label, statistics.median(walls), ops, peak_bytes, live)
 
 
 def _node_defs(metadata: tf1.RunMetadata) -> Dict[str, tf1.NodeDef]:

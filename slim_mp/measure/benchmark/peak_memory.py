@@ -1,14 +1,14 @@
 """Peak memory of one benchmark configuration, measured in a fresh subprocess of its own.
 
 A process's peak never goes down, so each configuration gets its own interpreter: it builds the
-train step (``slim_mp.measure.benchmark_step.build_benchmark_step``), runs a few steps and reports its peak. On a
+train step (``benchmark_step.build_benchmark_step``), runs a few steps and reports its peak. On a
 CPU that is the peak resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``), with the
 peak after importing TensorFlow as the baseline; on a GPU it is TensorFlow's allocator peak on
 ``GPU:0`` (``tf.config.experimental.get_memory_info``), with the bytes in use before building
 the step (normally none) as the baseline.
 
-    python -m slim_mp.measure.peak_memory '{"config": "slim_mp", "model_name": "lenet", "precision": "bfloat16",
-                                     "batch_size": 2, "image_size": null, "steps": 3}'
+    python -m slim_mp.measure.benchmark.peak_memory '{"config": "slim_mp", "model_name": "lenet",
+        "precision": "bfloat16", "batch_size": 2, "image_size": null, "steps": 3}'
 """
 
 import dataclasses
@@ -21,13 +21,14 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from slim_mp.measure import benchmark_step
 from slim_mp.devices import device_type
+from slim_mp.measure.benchmark import benchmark_step
 
 _RESULT_PREFIX = "peak_memory_result="
 _ERROR_PREFIX = "peak_memory_error="
-# The checkout holding slim_mp/ and nets/, put first on the subprocess's path (slim_mp/measure/ -> checkout).
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The checkout holding slim_mp/ and nets/, put first on the subprocess's path (slim_mp/measure/benchmark/ ->
+# checkout).
+_REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir))
 _TIMEOUT_S = 3600
 _EXIT_BAD_INPUT = 2
 RSS_METHOD = "peak resident set size of the process (resource.getrusage ru_maxrss)"
@@ -71,7 +72,7 @@ def measure_here(request: MemoryRequest) -> MemoryMeasurement:
         baseline = _max_rss_bytes()
     precision = tf.as_dtype(request.precision)
     step = benchmark_step.build_benchmark_step(request.config, request.model_name, precision,
-                                         request.batch_size, request.image_size)
+                                               request.batch_size, request.image_size)
     for _ in range(request.steps):
         step.session.run(step.train_op)
     if on_gpu:
@@ -94,7 +95,7 @@ def measure_in_subprocess(request: MemoryRequest) -> MemoryMeasurement:
         filter(None, [_REPO_ROOT, os.environ.get("PYTHONPATH")])))
     environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     process = subprocess.run(
-        [sys.executable, "-m", "slim_mp.measure.peak_memory", json.dumps(dataclasses.asdict(request))],
+        [sys.executable, "-m", "slim_mp.measure.benchmark.peak_memory", json.dumps(dataclasses.asdict(request))],
         capture_output=True, text=True, env=environment, timeout=_TIMEOUT_S)
     results = _tagged_lines(process.stdout, _RESULT_PREFIX)
     errors = _tagged_lines(process.stderr, _ERROR_PREFIX)

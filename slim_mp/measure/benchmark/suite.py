@@ -1,14 +1,14 @@
 """Benchmark several networks: float32, slim_mp (measured and static placement), grappler's AMP and the floor.
 
 Every (model, variant)'s peak memory is measured first, each in its own subprocess
-(``slim_mp.measure.peak_memory``; the measured placement's timings are cached by a first run, so its
+(``peak_memory``; the measured placement's timings are cached by a first run, so its
 peak is the step's); then, model by model, all variants are built in this process and timed
-interleaved (``slim_mp.measure.benchmark_step``), so that noise on a shared machine hits them alike. Speed-ups are the
+interleaved (``benchmark_step``), so that noise on a shared machine hits them alike. Speed-ups are the
 median over rounds of float32's step time divided by the variant's in the same round. A variant
 that cannot be built or run (say, the floor of a network with an op that has no low-precision
 kernel) is reported as unavailable with the reason, and the others go on.
 
-With a background load (``benchmark_load``), all of that runs beside the load, each measured
+With a background load (``under_load``), all of that runs beside the load, each measured
 placement pinned in a decisions file; then the load is stopped and float32 and each pinned
 placement are re-timed side by side on the quiet machine.
 """
@@ -20,74 +20,16 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from nets import nets_factory
-from slim_mp.graph_pass import PlacementOptions
-from slim_mp.measure import benchmark_load, benchmark_step
-from slim_mp.measure import peak_memory
 from slim_mp.devices import DeviceInfo, PrecisionSupport, native_precisions, precision_support
-from slim_mp.precision import resolve_precision, short_name
+from slim_mp.graph_pass import PlacementOptions
+from slim_mp.measure.benchmark import benchmark_step, peak_memory, under_load
+from slim_mp.measure.benchmark.suite_results import BASELINE, Settings, SuiteRun, Variant, VariantResult
+from slim_mp.precision import resolve_precision
 
-BASELINE = "float32"
 LOW_PRECISION_CONFIGS = ("slim_mp", "slim_mp_static", "grappler", "floor")
 _MAX_REASON = 200
 
 Progress = Callable[[str], None]
-
-
-@dataclasses.dataclass(frozen=True)
-class Variant:
-    """One timed configuration: a ``benchmark_step.CONFIGS`` entry at one precision."""
-
-    config: str
-    precision: str
-
-    @property
-    def label(self) -> str:
-        """``float32``, or the config and short precision, e.g. ``slim_mp_bf16``."""
-        if self.config == BASELINE:
-            return BASELINE
-        return f"{self.config}_{short_name(tf.as_dtype(self.precision))}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """What to run: batch size, input size (None: each network's default), timed rounds, warm-up and memory steps."""
-
-    batch_size: int
-    image_size: Optional[int]
-    rounds: int
-    warmup: int
-    memory_steps: int = 3
-
-    def __post_init__(self) -> None:
-        for name, minimum in (("batch_size", 1), ("rounds", 1), ("warmup", 0), ("memory_steps", 1)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < minimum:
-                raise ValueError(f"{name}={value!r} is invalid; pass an integer of at least {minimum}.")
-        if self.image_size is not None and (not isinstance(self.image_size, int) or self.image_size < 1):
-            raise ValueError(f"image_size={self.image_size!r} is invalid; pass a positive integer or leave it unset.")
-
-
-@dataclasses.dataclass(frozen=True)
-class VariantResult:
-    """The measurements of one variant on one model; ``unavailable`` says why a variant has none."""
-
-    model: str
-    label: str
-    config: str
-    precision: str
-    native: bool
-    median_seconds: Optional[float]
-    images_per_second: Optional[float]
-    speedup_vs_float32: Optional[float]
-    step_seconds: Tuple[float, ...]
-    casts_executed: Optional[int]
-    casts_in_graph: Optional[int]
-    pass_seconds: Optional[float]
-    peak_memory_bytes: Optional[int]
-    baseline_memory_bytes: Optional[int]
-    memory_method: Optional[str]
-    unavailable: Optional[str] = None
-    placement_float32_ops: Optional[int] = None
 
 
 def failure_reason(error: BaseException) -> str:
@@ -169,14 +111,16 @@ def _measure_memory(model: str, variants: Sequence[Variant], settings: Settings,
                     failures: Dict[str, str]) -> Dict[str, peak_memory.MemoryMeasurement]:
     """Peak memory per variant label; a variant whose subprocess fails goes into ``failures`` with the reason."""
     memory = {}
+    timings_fixed = bool(PlacementOptions().fixed_timings_file())
     for variant in variants:
         progress(f"[{model}] {variant.label}: measuring peak memory in a subprocess")
         request = peak_memory.MemoryRequest(variant.config, model, variant.precision, settings.batch_size,
                                             settings.image_size, settings.memory_steps)
         try:
-            if benchmark_step.PLACEMENT_OF.get(variant.config) == "measured":
+            if benchmark_step.PLACEMENT_OF.get(variant.config) == "measured" and not timings_fixed:
                 # A first run fills the placement's timing cache: the peak is the training step's,
-                # not that of the one-off micro-benchmarks and candidate copies.
+                # not that of the one-off micro-benchmarks and candidate copies. Fixed timings
+                # (``$SLIM_MP_TIMINGS_FILE``) time nothing, so there is nothing to fill.
                 peak_memory.measure_in_subprocess(request)
             memory[variant.label] = peak_memory.measure_in_subprocess(request)
         except (ValueError, RuntimeError) as error:
@@ -192,7 +136,7 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
                  ) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, int]]:
     """Build and run once each variant not yet failed: (steps, casts executed); failures go into ``failures``.
 
-    With ``decisions_dir``, each measured placement is pinned there (``benchmark_load.decisions_path``).
+    With ``decisions_dir``, each measured placement is pinned there (``under_load.decisions_path``).
     """
     steps, casts = {}, {}
     for variant in variants:
@@ -201,7 +145,7 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
         step = None
         options = None
         if decisions_dir and benchmark_step.PLACEMENT_OF.get(variant.config) == "measured":
-            pinned = benchmark_load.decisions_path(decisions_dir, model, variant.label)
+            pinned = under_load.decisions_path(decisions_dir, model, variant.label)
             options = PlacementOptions(decisions_file=pinned)
         try:
             step = benchmark_step.build_benchmark_step(
@@ -264,20 +208,6 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
     return results
 
 
-@dataclasses.dataclass(frozen=True)
-class SuiteRun:
-    """Everything a report needs: the device and its precision support, what ran, and the results."""
-
-    device: DeviceInfo
-    support: Dict[str, PrecisionSupport]
-    settings: Settings
-    precisions: Tuple[str, ...]
-    skipped: Tuple[str, ...]
-    results: Tuple[VariantResult, ...]
-    background_load: int = 0
-    quiet_retimings: Tuple[benchmark_load.QuietRetiming, ...] = ()
-
-
 def run_suite(models: Sequence[str], precisions: Sequence[str], settings: Settings, device: DeviceInfo,
               progress: Progress, background_load: int = 0, decisions_dir: Optional[str] = None) -> SuiteRun:
     """Measure every model's memory first, then time one model's variants at a time.
@@ -292,8 +222,8 @@ def run_suite(models: Sequence[str], precisions: Sequence[str], settings: Settin
     failures: Dict[str, Dict[str, str]] = {model: {} for model in models}
     pinned = decisions_dir if background_load else None
     if pinned:
-        benchmark_load.remove_decisions(pinned, [(model, variant.label) for model in models for variant in variants])
-    with benchmark_load.BackgroundLoad(background_load) as load:
+        under_load.remove_decisions(pinned, [(model, variant.label) for model in models for variant in variants])
+    with under_load.BackgroundLoad(background_load) as load:
         if background_load:
             progress(f"background load: {background_load} busy-loop process(es), pids {load.pids}")
         memory = {model: _measure_memory(model, variants, settings, progress, failures[model]) for model in models}
@@ -307,7 +237,7 @@ def run_suite(models: Sequence[str], precisions: Sequence[str], settings: Settin
     progress("background load stopped")
     measured = [r for r in results if benchmark_step.PLACEMENT_OF.get(r.config) == "measured"]
     baselines = {r.model: r for r in results if r.label == BASELINE}
-    retimings = tuple(benchmark_load.retime_quietly(
+    retimings = tuple(under_load.retime_quietly(
         result, baselines.get(result.model), pinned, background_load, settings.batch_size, settings.image_size,
         settings.rounds, settings.warmup, progress) for result in measured)
     return dataclasses.replace(run, quiet_retimings=retimings)

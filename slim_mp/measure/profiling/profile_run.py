@@ -2,7 +2,7 @@
 
 The step is built by the training script's own graph builder from a ``TrainConfig`` (same model,
 data, input pipeline, optimizer, loss scaling and placement), run in a session configured as
-training configures it, and profiled with ``slim_mp.measure.step_profile``. Nothing is written to
+training configures it, and profiled with ``step_profile``. Nothing is written to
 the user's ``--train_dir``: each configuration gets a scratch one under the output folder (where a
 measured placement keeps its ``placement.json``).
 """
@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from slim_mp.distribute import ClusterLayout
-from slim_mp.measure.step_profile import StepProfile, profile_session_step
+from slim_mp.measure.profiling.step_profile import StepProfile, profile_session_step
 from slim_mp.training import TrainConfig, build_train_graph, check_train_config
 
 tf1 = tf.compat.v1

@@ -1,4 +1,8 @@
-"""A parity comparison as files: mean ± std per precision, the full JSON record and a Markdown table."""
+"""A parity comparison as files: mean ± std per precision, the full JSON record, Markdown tables and the plot.
+
+Each mixed-precision run also says how many conv/matmul-class (allow list) ops the graph pass ran
+low, so a reader sees whether the comparison lowered anything at all.
+"""
 
 import dataclasses
 import os
@@ -6,11 +10,14 @@ import statistics
 from typing import Dict, List, Optional, Sequence
 
 from slim_mp.json_files import write_json_atomically
-from slim_mp.measure.parity import END_LEARNING_RATE_FRACTION, MOMENTUM, REFERENCE_PRECISION, ParityResult
+from slim_mp.markdown_table import markdown_table
+from slim_mp.measure.parity.parity_config import REFERENCE_PRECISION
+from slim_mp.measure.parity.parity_plot import PLOT_FILENAME, plot_loss_curves
+from slim_mp.measure.parity.parity_results import ParityResult, RunRecord
+from slim_mp.measure.parity.parity_run import END_LEARNING_RATE_FRACTION, MOMENTUM
 
 JSON_FILENAME = "parity.json"
 MARKDOWN_FILENAME = "parity.md"
-PLOT_FILENAME = "loss_curves.png"
 METRICS = ("accuracy", "final_loss", "eval_loss")
 STD_DEFINITION = "sample standard deviation over seeds (n - 1 in the denominator)"
 
@@ -51,7 +58,7 @@ def accuracy_difference(result: ParityResult) -> Spread:
     return spread([run.accuracy - reference[run.seed] for run in result.runs_of(result.config.precision)])
 
 
-def to_dict(result: ParityResult) -> dict:
+def _json(result: ParityResult) -> dict:
     """Everything ``parity.json`` holds: options, summary, paired difference and every run with its curves."""
     return {
         "config": dataclasses.asdict(result.config),
@@ -67,13 +74,20 @@ def to_dict(result: ParityResult) -> dict:
     }
 
 
-def _table(header: Sequence[str], rows: List[Sequence[str]]) -> List[str]:
-    """Markdown table lines."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+def _lowered_cell(run: RunRecord) -> str:
+    return "-" if run.low_allow_ops is None else f"{run.low_allow_ops} of {run.allow_ops}"
 
 
-def to_markdown(result: ParityResult) -> str:
+def _nothing_lowered(result: ParityResult) -> List[str]:
+    """A warning line when some mixed-precision run ran no conv/matmul-class op low (else nothing)."""
+    seeds = [str(run.seed) for run in result.runs_of(result.config.precision) if run.low_allow_ops == 0]
+    if not seeds:
+        return []
+    return [f"Warning: the {result.config.precision} run of seed(s) {', '.join(seeds)} ran no conv/matmul-class op "
+            "low (the placement kept them float32): there it compares float32 with float32.", ""]
+
+
+def _markdown(result: ParityResult) -> str:
     """The summary table (mean ± std per precision), the paired top-1 difference and a per-seed table."""
     config = result.config
     summary = summarize(result)
@@ -87,7 +101,7 @@ def to_markdown(result: ParityResult) -> str:
         f"initial checkpoint and read the same batches; top-1 and eval loss are measured on the "
         f"`{result.eval_split}` split, final loss is the last training step's total loss.",
         "",
-        *_table(
+        *markdown_table(
             ("precision", "top-1", "final loss", "eval loss"),
             [(precision, *(summary[precision][metric].text() for metric in METRICS)) for precision in summary],
         ),
@@ -98,25 +112,40 @@ def to_markdown(result: ParityResult) -> str:
         "",
         "## Per seed",
         "",
-        *_table(
-            ("seed", "precision", "top-1", "final loss", "eval loss", "skipped steps", "final loss scale"),
+        *markdown_table(
+            ("seed", "precision", "top-1", "final loss", "eval loss", "skipped steps", "final loss scale",
+             "conv/matmul ops low"),
             [(str(run.seed), run.precision, f"{run.accuracy:.4f}", f"{run.final_loss:.4f}", f"{run.eval_loss:.4f}",
-              str(run.skipped_steps), f"{run.curves.loss_scale[-1]:g}") for run in result.runs],
+              str(run.skipped_steps), f"{run.curves.loss_scale[-1]:g}", _lowered_cell(run)) for run in result.runs],
         ),
         "",
+        *_nothing_lowered(result),
         f"![training loss per step]({PLOT_FILENAME})",
         "",
     ]
     return "\n".join(lines)
 
 
-def write_report(result: ParityResult) -> Dict[str, str]:
-    """Write ``parity.json`` and ``parity.md`` into the output folder; return their paths by kind."""
-    paths = {
-        "json": os.path.join(result.config.output_dir, JSON_FILENAME),
-        "markdown": os.path.join(result.config.output_dir, MARKDOWN_FILENAME),
-    }
-    write_json_atomically(paths["json"], to_dict(result))
-    with open(paths["markdown"], "w", encoding="utf-8") as handle:
-        handle.write(to_markdown(result))
-    return paths
+@dataclasses.dataclass(frozen=True)
+class ParityReport:
+    """The report of one ``ParityResult``: the report verbs every tool of ``slim_mp.measure`` shares."""
+
+    result: ParityResult
+
+    def to_dict(self) -> dict:
+        """Everything ``parity.json`` holds: options, summary, paired difference and every run with its curves."""
+        return _json(self.result)
+
+    def to_markdown(self) -> str:
+        """``parity.md``: the summary table, the paired top-1 difference and a per-seed table."""
+        return _markdown(self.result)
+
+    def write_reports(self, output_dir: str) -> Dict[str, str]:
+        """Write ``parity.json``, ``parity.md`` and ``loss_curves.png`` into ``output_dir``; their paths by kind."""
+        paths = {"json": os.path.join(output_dir, JSON_FILENAME),
+                 "markdown": os.path.join(output_dir, MARKDOWN_FILENAME)}
+        write_json_atomically(paths["json"], self.to_dict())
+        with open(paths["markdown"], "w", encoding="utf-8") as handle:
+            handle.write(self.to_markdown())
+        paths["plot"] = plot_loss_curves(self.result, output_dir)
+        return paths

@@ -14,53 +14,36 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from slim_mp.json_files import write_json_atomically
-from slim_mp.measure.benchmark_load import QuietRetiming
-from slim_mp.measure.benchmark_suite import BASELINE, SuiteRun, VariantResult
+from slim_mp.markdown_table import markdown_row, markdown_table
+from slim_mp.measure.benchmark.suite_results import BASELINE, QuietRetiming, SuiteRun, VariantResult
 
 MIB = 2 ** 20
-TABLE_HEADER = ("| model | config | precision | ms/step (median) | images/s | speed-up vs fp32 | peak memory (MiB) "
-                "| above baseline (MiB) | casts run | casts in graph | pass (s) |")
-TABLE_RULE = "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-LOAD_HEADER = ("| model | config | decided under load: allow ops float32 / low | whole-step check "
-               "| slim_mp/float32 under load | quiet float32 ms | quiet slim_mp ms | slim_mp/float32 quiet |")
-LOAD_RULE = "|---|---|---:|---|---:|---:|---:|---:|"
+TABLE_HEADER = ("model", "config", "precision", "ms/step (median)", "images/s", "speed-up vs fp32",
+                "peak memory (MiB)", "above baseline (MiB)", "casts run", "casts in graph", "pass (s)")
+TABLE_ALIGN = "lll" + "r" * 8
+LOAD_HEADER = ("model", "config", "decided under load: allow ops float32 / low", "whole-step check",
+               "slim_mp/float32 under load", "quiet float32 ms", "quiet slim_mp ms", "slim_mp/float32 quiet")
+LOAD_ALIGN = "llrlrrrr"
 
 
 def _memory_methods(run: SuiteRun) -> List[str]:
     return sorted({result.memory_method for result in run.results if result.memory_method})
 
 
-def as_json(run: SuiteRun) -> dict:
-    """The whole run as plain JSON values."""
-    return {
-        "device": run.device.as_json(),
-        "precision_support": {name: dataclasses.asdict(support) for name, support in run.support.items()},
-        "precisions": list(run.precisions),
-        "settings": dataclasses.asdict(run.settings),
-        "memory_methods": _memory_methods(run),
-        "skipped": list(run.skipped),
-        "results": [dataclasses.asdict(result) for result in run.results],
-        "background_load": run.background_load,
-        "quiet_retimings": [dataclasses.asdict(retiming) for retiming in run.quiet_retimings],
-    }
-
-
 def _precision_cell(result: VariantResult) -> str:
     return result.precision if result.native else f"{result.precision} (emulated)"
 
 
-def _table_row(result: VariantResult) -> str:
+def _table_cells(result: VariantResult) -> tuple:
     if result.unavailable:
-        cells = (result.model, result.label, _precision_cell(result), f"n/a: {result.unavailable}",
-                 *("-" for _ in range(7)))
-        return "| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |"
+        return (result.model, result.label, _precision_cell(result), f"n/a: {result.unavailable}",
+                *("-" for _ in range(7)))
     pass_time = f"{result.pass_seconds:.2f}" if result.pass_seconds is not None else "-"
-    cells = (result.model, result.label, _precision_cell(result), f"{result.median_seconds * 1000:.1f}",
-             f"{result.images_per_second:.1f}", f"{result.speedup_vs_float32:.2f}x",
-             f"{result.peak_memory_bytes / MIB:.1f}",
-             f"{(result.peak_memory_bytes - result.baseline_memory_bytes) / MIB:.1f}",
-             str(result.casts_executed), str(result.casts_in_graph), pass_time)
-    return "| " + " | ".join(cells) + " |"
+    return (result.model, result.label, _precision_cell(result), f"{result.median_seconds * 1000:.1f}",
+            f"{result.images_per_second:.1f}", f"{result.speedup_vs_float32:.2f}x",
+            f"{result.peak_memory_bytes / MIB:.1f}",
+            f"{(result.peak_memory_bytes - result.baseline_memory_bytes) / MIB:.1f}",
+            str(result.casts_executed), str(result.casts_in_graph), pass_time)
 
 
 def _number(value, pattern: str) -> str:
@@ -76,7 +59,7 @@ def load_row(retiming: QuietRetiming) -> str:
                  retiming.check or "-", _number(retiming.loaded_ratio, "{:.3f}"),
                  _number(retiming.quiet_float32_ms, "{:.1f}"), _number(retiming.quiet_slim_mp_ms, "{:.1f}"),
                  _number(retiming.quiet_ratio, "{:.3f}"))
-    return "| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |"
+    return markdown_row(cells)
 
 
 def _load_section(run: SuiteRun) -> List[str]:
@@ -89,11 +72,12 @@ def _load_section(run: SuiteRun) -> List[str]:
         "measured placement deciding (and pinning) its choice under that load. Then the load was stopped and "
         f"float32 and each pinned placement were re-timed side by side, {run.settings.rounds} interleaved rounds. "
         "slim_mp/float32: median over rounds of the placement's step time divided by float32's in the same round "
-        "(below 1 is faster).", "", LOAD_HEADER, LOAD_RULE, *(load_row(r) for r in run.quiet_retimings),
+        "(below 1 is faster).", "", *markdown_table(LOAD_HEADER, [], LOAD_ALIGN),
+        *(load_row(r) for r in run.quiet_retimings),
     ]
 
 
-def as_markdown(run: SuiteRun) -> str:
+def _markdown(run: SuiteRun) -> str:
     """A short description of the device and method, then one table row per (model, configuration)."""
     settings = run.settings
     size = settings.image_size or "each network's default"
@@ -114,7 +98,8 @@ def as_markdown(run: SuiteRun) -> str:
     ]
     if run.skipped:
         lines += ["", *(f"Left out: {note}." for note in run.skipped)]
-    lines += ["", TABLE_HEADER, TABLE_RULE, *(_table_row(result) for result in run.results), *_load_section(run), ""]
+    lines += ["", *markdown_table(TABLE_HEADER, [_table_cells(result) for result in run.results], TABLE_ALIGN),
+              *_load_section(run), ""]
     return "\n".join(lines)
 
 
@@ -140,12 +125,37 @@ def draw_speedups(run: SuiteRun, path: str) -> None:
     figure.savefig(path, dpi=120)
 
 
-def write_benchmark_reports(run: SuiteRun, output_dir: str) -> Dict[str, str]:
-    """Write the JSON, markdown and PNG files into ``output_dir`` (created if needed); their paths by kind."""
-    os.makedirs(output_dir, exist_ok=True)
-    paths = {kind: os.path.join(output_dir, f"benchmark.{kind}") for kind in ("json", "md", "png")}
-    write_json_atomically(paths["json"], as_json(run))
-    with open(paths["md"], "w", encoding="utf-8") as handle:
-        handle.write(as_markdown(run))
-    draw_speedups(run, paths["png"])
-    return paths
+@dataclasses.dataclass(frozen=True)
+class BenchmarkReport:
+    """The report of one ``SuiteRun``: the report verbs every tool of ``slim_mp.measure`` shares."""
+
+    run: SuiteRun
+
+    def to_dict(self) -> dict:
+        """The whole run as plain JSON values (``benchmark.json``)."""
+        run = self.run
+        return {
+            "device": run.device.as_json(),
+            "precision_support": {name: dataclasses.asdict(support) for name, support in run.support.items()},
+            "precisions": list(run.precisions),
+            "settings": dataclasses.asdict(run.settings),
+            "memory_methods": _memory_methods(run),
+            "skipped": list(run.skipped),
+            "results": [dataclasses.asdict(result) for result in run.results],
+            "background_load": run.background_load,
+            "quiet_retimings": [dataclasses.asdict(retiming) for retiming in run.quiet_retimings],
+        }
+
+    def to_markdown(self) -> str:
+        """``benchmark.md``: the device and method, then one table row per (model, configuration)."""
+        return _markdown(self.run)
+
+    def write_reports(self, output_dir: str) -> Dict[str, str]:
+        """Write benchmark.json, .md and .png into ``output_dir`` (created if needed); their paths by kind."""
+        os.makedirs(output_dir, exist_ok=True)
+        paths = {kind: os.path.join(output_dir, f"benchmark.{kind}") for kind in ("json", "md", "png")}
+        write_json_atomically(paths["json"], self.to_dict())
+        with open(paths["md"], "w", encoding="utf-8") as handle:
+            handle.write(self.to_markdown())
+        draw_speedups(self.run, paths["png"])
+        return paths

@@ -14,15 +14,13 @@ import os
 import statistics
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from slim_mp.graph_pass import PlacementOptions
-from slim_mp.measure import benchmark_step
-
-if TYPE_CHECKING:  # the suite imports this module; its result type is only named here
-    from slim_mp.measure.benchmark_suite import VariantResult
+from slim_mp.measure.benchmark import benchmark_step
+from slim_mp.measure.benchmark.suite_results import QuietRetiming, VariantResult
 
 # Spins until its parent (the pid it is given: read at its own start, the parent could already be gone)
 # is gone: a load never outlives the benchmark that started it.
@@ -54,7 +52,9 @@ def _usable_cores() -> List[int]:
 class BackgroundLoad:
     """``processes`` busy loops while the ``with`` block runs, the i-th pinned to the i-th core from the last.
 
-    Stopped on leaving the block, whatever ends it; ``pids`` are the loops' process ids (empty when off).
+    A pure context manager: the loops start in ``__enter__`` and stop in ``__exit__``, whatever ends
+    the block (nothing else starts or stops them); ``pids`` are the loops' process ids (empty when off
+    and outside the block).
     """
 
     def __init__(self, processes: int):
@@ -76,14 +76,14 @@ class BackgroundLoad:
                 if hasattr(os, "sched_setaffinity"):
                     os.sched_setaffinity(process.pid, {cores[index % len(cores)]})
         except BaseException:
-            self.stop()
+            self._stop()
             raise
         return self
 
     def __exit__(self, *error) -> None:
-        self.stop()
+        self._stop()
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         """Terminate every loop and wait for it (killed if it does not stop within a few seconds)."""
         for process in self._running:
             process.terminate()
@@ -94,29 +94,6 @@ class BackgroundLoad:
                 process.kill()
                 process.wait()
         self._running = []
-
-
-@dataclasses.dataclass(frozen=True)
-class QuietRetiming:
-    """A placement decided under load, re-timed beside float32 with the load stopped.
-
-    ``*_ratio``: the slim_mp step's time over float32's (median of the per-round ratios; below 1 is
-    faster), under load (from the suite's timing) and quiet. ``unavailable``: why it could not be re-timed.
-    """
-
-    model: str
-    label: str
-    background_load: int
-    decisions_file: str
-    float32_ops: Optional[int] = None
-    low_ops: Optional[int] = None
-    check: Optional[str] = None
-    loaded_ratio: Optional[float] = None
-    quiet_float32_ms: Optional[float] = None
-    quiet_slim_mp_ms: Optional[float] = None
-    quiet_ratio: Optional[float] = None
-    quiet_step_seconds: Optional[dict] = None
-    unavailable: Optional[str] = None
 
 
 def decisions_path(decisions_dir: str, model: str, label: str) -> str:
@@ -133,7 +110,7 @@ def remove_decisions(decisions_dir: str, runs: Sequence[Tuple[str, str]]) -> Non
             os.remove(path)
 
 
-def retime_quietly(result: "VariantResult", baseline: Optional["VariantResult"], decisions_dir: str,
+def retime_quietly(result: VariantResult, baseline: Optional[VariantResult], decisions_dir: str,
                    background_load: int, batch_size: int, image_size: Optional[int], rounds: int, warmup: int,
                    progress: Callable[[str], None]) -> QuietRetiming:
     """Rebuild float32 and the placement of ``result`` (a slim_mp variant timed under load beside

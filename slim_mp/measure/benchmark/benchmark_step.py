@@ -6,12 +6,11 @@ static op lists (every allow op low).
 Every configuration is built in its own graph and session inside one process, then timed
 interleaved (A, B, C, D, B, C, D, A, ...) so that machine noise hits all of them alike. Results:
 the median step time per configuration, and per pair the median of the round-by-round ratios.
-Used by ``scripts/benchmark_rewrite.py`` and, through ``slim_mp.measure.benchmark_suite``, ``scripts/benchmark.py``.
+Used by ``scripts/benchmark_rewrite.py`` and, through ``slim_mp.measure.benchmark.suite``, ``scripts/benchmark.py``.
 """
 
 import dataclasses
 import statistics
-import time
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
@@ -22,6 +21,7 @@ import slim_mp
 from nets import nets_factory
 from slim_mp.devices import device_type
 from slim_mp.graph_pass import PlacementOptions, PlacementPlan
+from slim_mp.graph_pass.placement.stopwatch import run_ms
 
 CONFIGS = ("float32", "slim_mp", "slim_mp_static", "grappler", "floor")
 # The placement each slim_mp configuration asks the pass for.
@@ -114,7 +114,11 @@ def executed_casts(step: BenchmarkStep) -> int:
 
 def interleaved_times(runs: Dict[str, Callable[[], None]], rounds: int, warmup: int,
                       progress: Optional[Callable[[str], None]] = None) -> Dict[str, List[float]]:
-    """Seconds per call of each run, round by round in rotating order, after ``warmup`` untimed calls each."""
+    """Seconds per call of each run, round by round in rotating order, after ``warmup`` untimed calls each.
+
+    Rotating (A B C, B C A, C A B, ...): each run goes first equally often. Each call is timed by the
+    placement's ``run_ms``, so an error a run raises (an op's own ``OpError``) reaches the caller.
+    """
     names = list(runs)
     for name in names:
         for _ in range(warmup):
@@ -123,9 +127,7 @@ def interleaved_times(runs: Dict[str, Callable[[], None]], rounds: int, warmup: 
     for round_index in range(rounds):
         order = names[round_index % len(names):] + names[:round_index % len(names)]
         for name in order:
-            started = time.perf_counter()
-            runs[name]()
-            times[name].append(time.perf_counter() - started)
+            times[name].append(run_ms(runs[name]) / 1000.0)
         if progress:
             progress(f"round {round_index + 1}/{rounds}: " + " ".join(
                 f"{n}={statistics.median(t):.3f}s" for n, t in times.items()))

@@ -14,7 +14,6 @@ thousand times slower than float32's, so the full-size one would take minutes.
 import dataclasses
 import os
 import statistics
-import time
 from typing import Dict, Optional
 
 import numpy as np
@@ -22,6 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.devices import DeviceInfo, precision_support
+from slim_mp.graph_pass.placement.stopwatch import run_ms
 from slim_mp.graph_pass.placement.timing_cache import cache_dir as timing_cache_dir
 from slim_mp.json_files import JsonFileError, MappingOf, read_json_file, write_json_atomically
 
@@ -50,13 +50,9 @@ class DevicePeak:
 
 
 def _median_seconds(session: tf1.Session, fetch, runs: int) -> float:
+    """Median seconds of ``runs`` runs of ``fetch`` after one untimed run (an op's error propagates)."""
     session.run(fetch)
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        session.run(fetch)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return statistics.median(run_ms(lambda: session.run(fetch)) for _ in range(runs)) / 1000.0
 
 
 def measure_peak(precision: str, emulated: bool = False, runs: int = 5) -> DevicePeak:

@@ -14,8 +14,9 @@ import os
 from typing import Dict, List, Optional
 
 from slim_mp.json_files import write_json_atomically
-from slim_mp.measure.device_peak import DevicePeak
-from slim_mp.measure.step_profile import MATMUL_TYPES, StepProfile, TypeComparison, compare_profiles
+from slim_mp.markdown_table import markdown_table
+from slim_mp.measure.profiling.device_peak import DevicePeak
+from slim_mp.measure.profiling.step_profile import MATMUL_TYPES, StepProfile, TypeComparison, compare_profiles
 
 TOP_TYPES = 15
 TOP_OPS = 12
@@ -31,38 +32,30 @@ def _peak_for(op_type: str, peak: Optional[DevicePeak]) -> Optional[float]:
 
 def _type_rows(comparisons: List[TypeComparison], mixed: StepProfile) -> List[str]:
     total = mixed.op_ms or 1.0
-    rows = ["| op type | float32 ms | mixed ms | share of mixed | speed-up |", "|---|---:|---:|---:|---:|"]
-    for row in comparisons[:TOP_TYPES]:
-        speedup = f"{row.speedup:.2f}x" if row.speedup else "-"
-        rows.append(f"| {row.op_type} | {row.float32_ms:.1f} | {row.mixed_ms:.1f} | "
-                    f"{100 * row.mixed_ms / total:.1f}% | {speedup} |")
-    return rows
+    rows = [(row.op_type, f"{row.float32_ms:.1f}", f"{row.mixed_ms:.1f}", f"{100 * row.mixed_ms / total:.1f}%",
+             f"{row.speedup:.2f}x" if row.speedup else "-") for row in comparisons[:TOP_TYPES]]
+    return markdown_table(("op type", "float32 ms", "mixed ms", "share of mixed", "speed-up"), rows, "lrrrr")
 
 
 def _heavy_op_rows(profile: StepProfile, peak: Optional[DevicePeak]) -> List[str]:
-    heavy = [op for op in profile.ops if op.flops][:TOP_OPS]
-    rows = ["| op | type | kernel | dtype | ms | GFLOP/s | of peak |", "|---|---|---|---|---:|---:|---:|"]
-    for op in heavy:
+    rows = []
+    for op in [op for op in profile.ops if op.flops][:TOP_OPS]:
         achieved = op.gflops_per_second
         peak_value = _peak_for(op.op_type, peak)
         share = f"{100 * achieved / peak_value:.0f}%" if achieved and peak_value else "-"
-        rows.append(f"| {op.name} | {op.op_type} | {op.kernel} | {op.dtype} | {op.micros / 1e3:.2f} | "
-                    f"{achieved or 0:.1f} | {share} |")
-    return rows
+        rows.append((op.name, op.op_type, op.kernel, op.dtype, f"{op.micros / 1e3:.2f}", f"{achieved or 0:.1f}", share))
+    return markdown_table(("op", "type", "kernel", "dtype", "ms", "GFLOP/s", "of peak"), rows, "llllrrr")
 
 
 def _memory_rows(profile: StepProfile) -> List[str]:
-    rows = [f"{profile.label}: {profile.peak_live_bytes / MIB:.1f} MiB of step tensors alive at the peak; by dtype: "
-            + ", ".join(f"{dtype} {size / MIB:.1f} MiB" for dtype, size in profile.live_bytes_by_dtype().items()),
-            "", "| tensor made by | op type | dtype | shape | MiB |", "|---|---|---|---|---:|"]
-    for tensor in profile.live_at_peak[:TOP_TENSORS]:
-        shape = "x".join(str(dim) for dim in tensor.shape) or "scalar"
-        rows.append(f"| {tensor.producer} | {tensor.op_type} | {tensor.dtype} | {shape} | {tensor.bytes / MIB:.2f} |")
-    return rows
+    summary = (f"{profile.label}: {profile.peak_live_bytes / MIB:.1f} MiB of step tensors alive at the peak; by dtype: "
+               + ", ".join(f"{dtype} {size / MIB:.1f} MiB" for dtype, size in profile.live_bytes_by_dtype().items()))
+    rows = [(tensor.producer, tensor.op_type, tensor.dtype, "x".join(str(dim) for dim in tensor.shape) or "scalar",
+             f"{tensor.bytes / MIB:.2f}") for tensor in profile.live_at_peak[:TOP_TENSORS]]
+    return [summary, "", *markdown_table(("tensor made by", "op type", "dtype", "shape", "MiB"), rows, "llllr")]
 
 
-def profile_text(title: str, float32: StepProfile, mixed: StepProfile,
-                 peaks: Dict[str, DevicePeak]) -> str:
+def _markdown(title: str, float32: StepProfile, mixed: StepProfile, peaks: Dict[str, DevicePeak]) -> str:
     """The Markdown report of one model's two profiles."""
     comparisons = compare_profiles(float32, mixed)
     lines = [f"# Step profile: {title}", ""]
@@ -90,8 +83,7 @@ def profile_text(title: str, float32: StepProfile, mixed: StepProfile,
     return "\n".join(lines) + "\n"
 
 
-def profile_json(title: str, float32: StepProfile, mixed: StepProfile,
-                 peaks: Dict[str, DevicePeak]) -> dict:
+def _json(title: str, float32: StepProfile, mixed: StepProfile, peaks: Dict[str, DevicePeak]) -> dict:
     """Every number of the report, every op included."""
     def profile_dict(profile: StepProfile) -> dict:
         count, cast_ms = profile.casts()
@@ -134,15 +126,31 @@ def plot_profile(title: str, float32: StepProfile, mixed: StepProfile, path: str
     pyplot.close(figure)
 
 
-def write_profile_reports(title: str, float32: StepProfile, mixed: StepProfile,
-                          peaks: Dict[str, DevicePeak], output_dir: str) -> Dict[str, str]:
-    """Write profile.md, profile.json and profile.png into ``output_dir``; return their paths by kind."""
-    os.makedirs(output_dir, exist_ok=True)
-    paths = {kind: os.path.join(output_dir, f"profile.{kind}") for kind in ("md", "json", "png")}
-    temporary = paths["md"] + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(profile_text(title, float32, mixed, peaks))
-    os.replace(temporary, paths["md"])
-    write_json_atomically(paths["json"], profile_json(title, float32, mixed, peaks))
-    plot_profile(title, float32, mixed, paths["png"])
-    return paths
+@dataclasses.dataclass(frozen=True)
+class ProfileReport:
+    """One model's float32 and mixed-precision profiles (and the device peaks), with the report verbs."""
+
+    title: str
+    float32: StepProfile
+    mixed: StepProfile
+    peaks: Dict[str, DevicePeak]
+
+    def to_dict(self) -> dict:
+        """``profile.json``: every number of the report, every op included."""
+        return _json(self.title, self.float32, self.mixed, self.peaks)
+
+    def to_markdown(self) -> str:
+        """``profile.md``: the step times, the per-type table, the heaviest ops and the memory peak."""
+        return _markdown(self.title, self.float32, self.mixed, self.peaks)
+
+    def write_reports(self, output_dir: str) -> Dict[str, str]:
+        """Write profile.md, profile.json and profile.png into ``output_dir``; return their paths by kind."""
+        os.makedirs(output_dir, exist_ok=True)
+        paths = {kind: os.path.join(output_dir, f"profile.{kind}") for kind in ("md", "json", "png")}
+        temporary = paths["md"] + ".tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(self.to_markdown())
+        os.replace(temporary, paths["md"])
+        write_json_atomically(paths["json"], self.to_dict())
+        plot_profile(self.title, self.float32, self.mixed, paths["png"])
+        return paths

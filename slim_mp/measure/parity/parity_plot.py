@@ -9,9 +9,9 @@ import os
 import numpy as np
 from matplotlib.figure import Figure
 
-from slim_mp.measure.parity import ParityResult
-from slim_mp.measure.parity_report import PLOT_FILENAME
+from slim_mp.measure.parity.parity_results import ParityResult
 
+PLOT_FILENAME = "loss_curves.png"
 COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
 
 
@@ -40,8 +40,8 @@ def _draw_loss_scale(axes, result: ParityResult) -> None:
     axes.legend()
 
 
-def plot_loss_curves(result: ParityResult) -> str:
-    """Write ``loss_curves.png`` into the output folder (a loss-scale panel below for float16); return its path."""
+def plot_loss_curves(result: ParityResult, output_dir: str) -> str:
+    """Write ``loss_curves.png`` into ``output_dir`` (a loss-scale panel below for float16); return its path."""
     config = result.config
     with_scale = config.precision == "float16"
     figure = Figure(figsize=(8, 7 if with_scale else 4.5), layout="constrained")
@@ -52,6 +52,6 @@ def plot_loss_curves(result: ParityResult) -> str:
     if with_scale:
         _draw_loss_scale(panels[1], result)
     panels[-1].set_xlabel("step")
-    path = os.path.join(config.output_dir, PLOT_FILENAME)
+    path = os.path.join(output_dir, PLOT_FILENAME)
     figure.savefig(path, dpi=120)
     return path

@@ -1,0 +1,11 @@
+"""The benchmark tool, in the order data flows through it.
+
+- ``suite_results``: the records at the bottom: variants, settings, per-variant results, quiet
+  re-timings and the whole run (plain frozen values; every other module may import them).
+- ``benchmark_step``: builds one configuration's train step and times configurations interleaved.
+- ``peak_memory``: one configuration's peak memory, in a fresh subprocess of its own.
+- ``under_load``: busy-loop processes beside the benchmark (a context manager), and the
+  quiet re-timing of placements decided under them.
+- ``suite``: plans the variants, measures memory, then times every model's variants together.
+- ``benchmark_report``: the run as ``benchmark.json``, ``benchmark.md`` and ``benchmark.png``.
+"""

@@ -1,0 +1,110 @@
+"""The records of a benchmark run, at the bottom of the tool: what was asked, what each variant measured.
+
+``Variant`` and ``Settings`` say what runs; ``VariantResult`` is one (model, variant)'s measurements,
+``QuietRetiming`` a placement decided under a background load and re-timed quiet, ``SuiteRun``
+everything a report needs. Plain frozen values: the suite fills them, the reports read them.
+"""
+
+import dataclasses
+from typing import Dict, Optional, Tuple
+
+import tensorflow as tf
+
+from slim_mp.devices import DeviceInfo, PrecisionSupport
+from slim_mp.precision import short_name
+
+BASELINE = "float32"
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One timed configuration: a ``benchmark_step.CONFIGS`` entry at one precision."""
+
+    config: str
+    precision: str
+
+    @property
+    def label(self) -> str:
+        """``float32``, or the config and short precision, e.g. ``slim_mp_bf16``."""
+        if self.config == BASELINE:
+            return BASELINE
+        return f"{self.config}_{short_name(tf.as_dtype(self.precision))}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What to run: batch size, input size (None: each network's default), timed rounds, warm-up and memory steps."""
+
+    batch_size: int
+    image_size: Optional[int]
+    rounds: int
+    warmup: int
+    memory_steps: int = 3
+
+    def __post_init__(self) -> None:
+        for name, minimum in (("batch_size", 1), ("rounds", 1), ("warmup", 0), ("memory_steps", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < minimum:
+                raise ValueError(f"{name}={value!r} is invalid; pass an integer of at least {minimum}.")
+        if self.image_size is not None and (not isinstance(self.image_size, int) or self.image_size < 1):
+            raise ValueError(f"image_size={self.image_size!r} is invalid; pass a positive integer or leave it unset.")
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantResult:
+    """The measurements of one variant on one model; ``unavailable`` says why a variant has none."""
+
+    model: str
+    label: str
+    config: str
+    precision: str
+    native: bool
+    median_seconds: Optional[float]
+    images_per_second: Optional[float]
+    speedup_vs_float32: Optional[float]
+    step_seconds: Tuple[float, ...]
+    casts_executed: Optional[int]
+    casts_in_graph: Optional[int]
+    pass_seconds: Optional[float]
+    peak_memory_bytes: Optional[int]
+    baseline_memory_bytes: Optional[int]
+    memory_method: Optional[str]
+    unavailable: Optional[str] = None
+    placement_float32_ops: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class QuietRetiming:
+    """A placement decided under load, re-timed beside float32 with the load stopped.
+
+    ``*_ratio``: the slim_mp step's time over float32's (median of the per-round ratios; below 1 is
+    faster), under load (from the suite's timing) and quiet. ``unavailable``: why it could not be re-timed.
+    """
+
+    model: str
+    label: str
+    background_load: int
+    decisions_file: str
+    float32_ops: Optional[int] = None
+    low_ops: Optional[int] = None
+    check: Optional[str] = None
+    loaded_ratio: Optional[float] = None
+    quiet_float32_ms: Optional[float] = None
+    quiet_slim_mp_ms: Optional[float] = None
+    quiet_ratio: Optional[float] = None
+    quiet_step_seconds: Optional[dict] = None
+    unavailable: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteRun:
+    """Everything a report needs: the device and its precision support, what ran, and the results."""
+
+    device: DeviceInfo
+    support: Dict[str, PrecisionSupport]
+    settings: Settings
+    precisions: Tuple[str, ...]
+    skipped: Tuple[str, ...]
+    results: Tuple[VariantResult, ...]
+    background_load: int = 0
+    quiet_retimings: Tuple[QuietRetiming, ...] = ()
