@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from slim_mp.markdown_table import markdown_table
 from slim_mp.graph_pass import RewriteOptions, RewritePlan, plan_rewrite, rewrite_options_from
 from slim_mp.loss_scale import gradient_values
 from slim_mp.numerics.audit_advice import Recommendation, overflowing_scopes, scale_range
@@ -177,10 +178,9 @@ def audit_markdown(result: AuditResult, rows_shown: int = 10) -> str:
          "activation gradients, most flushed to zero first"),
     ):
         chosen = sorted(result.ops_of(kind), key=key, reverse=True)[:rows_shown]
-        lines += ["", f"## {title} ({len(chosen)} of {len(result.ops_of(kind))})", "",
-                  "| op | type | max abs | min non-zero abs | overflow | underflow |", "|---|---|---|---|---|---|"]
-        for op in chosen:
-            smallest = "-" if op.min_nonzero_abs is None else f"{op.min_nonzero_abs:.3g}"
-            lines.append(f"| {op.name} | {op.type} | {op.max_abs:.4g} | {smallest} | "
-                         f"{op.frac_overflow:.2%} | {op.frac_underflow:.2%} |")
+        lines += ["", f"## {title} ({len(chosen)} of {len(result.ops_of(kind))})", ""]
+        lines += markdown_table(
+            ("op", "type", "max abs", "min non-zero abs", "overflow", "underflow"),
+            ((op.name, op.type, f"{op.max_abs:.4g}", "-" if op.min_nonzero_abs is None else f"{op.min_nonzero_abs:.3g}",
+              f"{op.frac_overflow:.2%}", f"{op.frac_underflow:.2%}") for op in chosen))
     return "\n".join(lines) + "\n"
