@@ -107,3 +107,12 @@ def test_training_run_writes_its_decisions_and_a_resumed_run_reuses_them(tmp_pat
     assert second["placement"]["source"].startswith("reused from")
     assert second["float32_ops"] == first["float32_ops"]
     assert second["class_counts"] == first["class_counts"]
+
+
+def test_a_decisions_file_with_an_unknown_check_verdict_is_one_error_naming_it(tmp_path):
+    path = tmp_path / "placement.json"
+    path.write_text(json.dumps({"precision": "bfloat16", "float32_ops": {}, "low_ops": [],
+                                "check": {"verdict": "maybe", "reason": "hand-edited"}}))
+    with pytest.raises(ValueError, match=r"placement.json: 'check' has the verdict 'maybe', not one of 'accepted', "
+                                         r"'static', 'float32', 'not checked': it is not a placement decisions file"):
+        measured_rewrite(conv_chain()[1], tmp_path, refuse, decisions_file=str(path))

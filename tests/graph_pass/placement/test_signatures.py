@@ -1,5 +1,6 @@
 """Op signatures (``signatures``): what an op's speed depends on, read from the real graph."""
 
+import pytest
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement import OpTiming
@@ -26,3 +27,10 @@ def test_dynamic_shape_has_no_signature():
         images = tf1.placeholder(tf.float32, [None, 8, 8, 3])
         conv = tf.nn.conv2d(images, tf.ones([3, 3, 3, 4]), strides=1, padding="VALID")
     assert op_signature(conv.op) is None
+
+
+def test_the_margin_charges_the_low_time_and_a_tie_counts_as_slower():
+    timing = OpTiming(float32_ms=1.0, low_ms=0.9)
+    assert timing.charged_low_ms(0.2) == pytest.approx(1.08) and timing.charged_low_ms(0.0) == 0.9
+    assert timing.slower_low(0.2) and not timing.slower_low(0.0)
+    assert OpTiming(1.0, 1.0).slower_low(0.0), "no faster is not worth a cast"

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from slim_mp.graph_pass.placement import OpTiming
+from slim_mp.graph_pass.placement import Candidate, OpTiming, PlacementOptions, Timed
+from slim_mp.graph_pass.placement.candidate import all_float32_candidate, static_candidate
+from slim_mp.graph_pass.placement.step_check import CheckVerdict, check_batch, judge
 
 from .fakes import (FakeMeasure, refuse, refuse_steps, conv_chain, measured_rewrite, FakeSteps, conv_bias_chain,
                     conv_then_while_loop, fast_convs_slow_steps)
@@ -54,3 +56,39 @@ def test_a_region_that_cannot_be_copied_is_reported_as_not_checked(tmp_path):
     check = report.placement.check
     assert report.placement.low_ops == ["conv0", "conv1"] and check.verdict == "not checked"
     assert check.reason.startswith("the region cannot be copied (") and "inside control flow" in check.reason
+
+
+_CHOSEN = Candidate(frozenset({"fc"}), found_as=("per op (+0%)",), reasons={"fc": "slower alone"})
+_ALL_FLOAT32 = all_float32_candidate(("conv", "fc"))
+
+
+def _judged(chosen_ms, float32_ms, static_ms, noise=0.0):
+    batch = check_batch(_CHOSEN, _ALL_FLOAT32, static_candidate())
+    return judge(batch, [Timed(chosen_ms, noise), Timed(float32_ms), Timed(static_ms)], "bfloat16",
+                 PlacementOptions())
+
+
+def test_each_verdict_keeps_its_placement_and_its_ops_reasons():
+    kept, check = _judged(8.0, 10.0, 9.0)
+    assert (kept, check.verdict) == (_CHOSEN, CheckVerdict.ACCEPTED) and kept.reasons == {"fc": "slower alone"}
+    kept, check = _judged(10.5, 10.0, 9.0)
+    assert (kept, check.verdict, kept.found_as) == (static_candidate(), "static", ("static", "whole-step check"))
+    kept, check = _judged(10.5, 10.0, 9.99)
+    assert (kept, check.verdict) == (_ALL_FLOAT32, CheckVerdict.FLOAT32)
+    assert kept.reasons["fc"] == "slower alone", "an op the chosen placement kept float32 keeps its reason"
+    assert kept.reasons["conv"].startswith("kept float32 by the whole-step check: the chosen bfloat16 placement "
+                                           "with 1 allow ops low 10.500 ms")
+
+
+def test_a_chosen_step_that_did_not_run_leaves_the_choice_unchecked():
+    batch = check_batch(_CHOSEN, _ALL_FLOAT32, static_candidate())
+    kept, check = judge(batch, [None, Timed(10.0), Timed(9.0)], "bfloat16", PlacementOptions())
+    assert kept == _CHOSEN and check.verdict == CheckVerdict.NOT_CHECKED
+    assert check.reason == "the chosen or the all-float32 step did not run; the search's choice stands unchecked"
+
+
+def test_verdicts_are_written_as_the_plain_strings_they_always_were():
+    assert [verdict.value for verdict in CheckVerdict] == ["accepted", "static", "float32", "not checked"]
+    _, check = _judged(8.0, 10.0, 9.0)
+    assert json.dumps(check.as_json()).startswith('{"verdict": "accepted", "reason": "the chosen bfloat16')
+    assert check.summary().startswith("whole-step check: accepted (the chosen bfloat16 placement")

@@ -3,14 +3,17 @@
 Nothing here depends on this machine's speed: the tests check what the steps compute and contain.
 """
 
+import json
+import os
+
 import numpy as np
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, PlacementOptions, whole_steps
-from slim_mp.graph_pass.placement.whole_steps import build_candidate_step
+from slim_mp.graph_pass.placement.whole_steps import StepBatch, build_candidate_step
 
-from .fakes import (FakeMeasure, refuse, refuse_steps, conv_chain, measured_rewrite, FakeSteps, CLOSE_CALL, CONFIG,
-                    small_net, copy_of, allow_names)
+from .fakes import (CLOSE_CALL, CONFIG, FakeMeasure, FakeSteps, allow_names, conv_chain, copy_of,
+                    measured_rewrite, refuse, refuse_steps, small_net)
 
 tf1 = tf.compat.v1
 
@@ -84,3 +87,13 @@ def test_timed_steps_are_cached(tmp_path):
     again = measured_rewrite(conv_chain(3)[1], tmp_path, refuse, measure_steps=refuse_steps)
     assert len(steps.asked) == 1
     assert again.placement.float32_ops == first.placement.float32_ops
+
+
+def test_the_search_and_the_check_batches_are_cached_apart_under_their_old_keys(tmp_path):
+    # Estimates too close to call: the search times its shortlist, then the check times the choice again.
+    measured_rewrite(conv_chain(3)[1], tmp_path, FakeMeasure(CLOSE_CALL),
+                     measure_steps=FakeSteps(lambda candidate: 5.0 + len(candidate.float32_ops)))
+    (name,) = os.listdir(tmp_path / "cache")
+    stored = json.load(open(tmp_path / "cache" / name))["timings"]
+    batches = {key.split("|")[0] for key, value in stored.items() if len(value) == 2}
+    assert batches == {StepBatch.COMPARE.value, StepBatch.CHECK.value} == {"step", "check"}
