@@ -42,11 +42,12 @@ MeasureSteps = Callable[[Sequence[Candidate], int], List[Optional[Timed]]]
 
 def default_placement() -> str:
     """``measured``, unless ``$SLIM_MP_PLACEMENT`` names another placement."""
-    return resolve_placement(os.environ.get(PLACEMENT_ENV) or Placement.MEASURED)
+    return resolve_placement(os.environ.get(PLACEMENT_ENV) or Placement.MEASURED.value)
 
 
 def resolve_placement(placement: Optional[str]) -> str:
-    """``placement`` checked against ``PLACEMENTS`` (None: the default), as a ``Placement``.
+    """``placement`` checked against ``PLACEMENTS`` (None: the default), as the plain string of its ``Placement``
+    (so a config's repr and a flag's help print it as before).
 
     Raises:
       ValueError: naming the accepted values when ``placement`` is none of them.
@@ -56,7 +57,7 @@ def resolve_placement(placement: Optional[str]) -> str:
     if placement not in PLACEMENTS:
         accepted = " or ".join(repr(name) for name in PLACEMENTS)
         raise ValueError(f"placement={placement!r} is not a placement; use {accepted}.")
-    return Placement(placement)
+    return Placement(placement).value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,7 @@ def test_placement_names_are_their_own_strings_in_text_and_json():
     assert placement.PLACEMENTS == ("measured", "static")
     resolved = placement.resolve_placement("measured")
     assert resolved == "measured" and f"{resolved}" == "measured" and json.dumps(resolved) == '"measured"'
-    assert resolved is Placement.MEASURED
+    assert resolved == Placement.MEASURED and type(resolved) is str, "a config's repr prints it as before"
 
 
 def test_an_injected_measure_wins_over_a_fixed_timings_file_which_stops_whole_steps(tmp_path, monkeypatch):
