@@ -6,7 +6,7 @@
   and twice as slow in float16 (as emulation on a CPU is), so every test and script run goes
   through the measured placement's search, its decisions file and its report, and a float16 run
   that the measured placement would silently keep float32 fails the float16 tests.
-  tests/graph_pass/test_placement.py checks the decisions with other fake timings. Timings of a
+  tests/graph_pass/placement/ checks the decisions with other fake timings. Timings of a
   placement that does measure (a test passing its own options) go to a temporary folder, not the
   user's cache.
 - Import ``slim_mp`` from this checkout (not an installed copy) and the shared helpers of

@@ -6,19 +6,26 @@ they are slower than float32). So, before painting, the pass times each *allow* 
 static painting would make low, with its real shapes and attributes, on this device, and
 compares candidate placements by an estimate and, where they are close, by timed whole steps.
 
-One module per concern, lowest first:
+The modules in the order data flows through them (``measured``'s docstring has the decision as
+numbered steps; each module imports only those above it):
 
-- ``signatures``: what an op's speed depends on (``OpSignature``) and its timing (``OpTiming``);
-- ``stopwatch`` / ``micro_benchmark``: interleaved rounds and their noise estimate, and one op timed alone;
+- ``signatures``: what an op's speed depends on (``OpSignature``) and its timing (``OpTiming``, with
+  the one margin rule ``charged_low_ms``);
 - ``target``: where the step will run (``MeasuringTarget``: device, session options, training);
-- ``options``: ``PlacementOptions`` (every tuning value) and the placement names;
+- ``stopwatch``: the timer (``run_ms``), interleaved rounds and their noise estimate (``Timed``);
+- ``noise``: when a timed difference counts (``NoiseVerdict``: beyond the floor and the measured noise);
+- ``micro_benchmark``: one op signature timed alone, in float32 and low;
+- ``candidate``: one placement compared (``Candidate``, with its reasons), the static and all-float32
+  references, and ``apply_placement``;
+- ``options``: ``PlacementOptions`` (every tuning value, the fixed-timings rule) and the placement names;
 - ``timing_cache``: the disk cache, fixed timings files, measuring what is missing;
-- ``candidate``: one placement compared (``Candidate``, with its reasons) and ``apply_placement``;
-- ``estimate``: a step's estimate from op and cast timings;
-- ``whole_steps`` / ``timed_steps``: standalone copies of the region, timed as whole training steps (cached);
-- ``search``: which candidates to compare and which wins (the noise rule: ``PlacementOptions.is_noise``);
+- ``estimate``: a step's estimate from op and cast timings, and the connected low regions;
+- ``region_copy``: a standalone copy of the region, for timing whole steps;
+- ``context``: one decision's inputs as one frozen value (``SearchContext``);
+- ``whole_steps``: candidates' whole training steps built on the copy, timed side by side, cached;
+- ``search``: which candidates to compare, why each keeps its ops float32, and which wins;
 - ``step_check``: the chosen placement against all float32 and the static one, as whole steps;
-- ``plan`` / ``decisions``: the decision (``PlacementPlan``) and the decisions file;
+- ``plan`` / ``decisions``: the decision (``PlacementPlan``) and the decisions file that pins it;
 - ``measured``: the whole procedure (``measured_placement``).
 
 A precision the device only emulates (float16 on a CPU) is not timed: ``emulated_placement``

@@ -1,7 +1,8 @@
-"""One placement the search compares, with the reasons recorded when it was made, and how to apply it."""
+"""One placement the search compares, with the reasons recorded when it was made, how to apply it,
+and the two reference placements every decision is measured against (static and all float32)."""
 
 import dataclasses
-from typing import FrozenSet, Mapping, Optional, Tuple
+from typing import FrozenSet, Iterable, Mapping, Optional, Tuple
 
 from slim_mp.graph_pass.paint import PaintConfig
 
@@ -40,6 +41,21 @@ class Candidate:
                 "estimated_ms": None if self.estimated_ms is None else round(self.estimated_ms, 3),
                 "step_ms": None if self.step_ms is None else round(self.step_ms, 3),
                 "step_noise": round(self.step_noise, 4), "chosen": chosen}
+
+
+def static_candidate() -> Candidate:
+    """The static placement: no allow op kept float32 (the painting tables alone)."""
+    return Candidate(frozenset(), found_as=("static",))
+
+
+def all_float32_candidate(timed_ops: Iterable[str]) -> Candidate:
+    """The all-float32 placement: every timed allow op (``timed_ops``, names) kept float32."""
+    return Candidate(frozenset(timed_ops), found_as=("all float32",))
+
+
+def lowered_ops(candidate: Candidate, timed_ops: Iterable[str]) -> FrozenSet[str]:
+    """The timed allow ops (names) ``candidate`` runs low; empty: it lowers nothing (it is all float32)."""
+    return frozenset(timed_ops) - candidate.float32_ops
 
 
 def apply_placement(config: PaintConfig, candidate: Candidate) -> PaintConfig:

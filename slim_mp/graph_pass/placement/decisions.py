@@ -13,7 +13,7 @@ import tensorflow as tf
 from slim_mp.json_files import (JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, shape_problem,
                                 write_json_atomically)
 from slim_mp.graph_pass.placement.plan import PlacementPlan
-from slim_mp.graph_pass.placement.step_check import StepCheck
+from slim_mp.graph_pass.placement.step_check import CheckVerdict, StepCheck
 from slim_mp.graph_pass.region import Region
 
 DECISIONS_FILE_NAME = "placement.json"
@@ -42,6 +42,9 @@ def read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
         raise ValueError(f"{error}: it is not a placement decisions file; {_AGAIN}") from error
     check = stored.get("check")
     problem = shape_problem(check, _CHECK_SCHEMA, "'check'") if check is not None else ""
+    verdicts = [verdict.value for verdict in CheckVerdict]
+    if check is not None and not problem and check["verdict"] not in verdicts:
+        problem = f"'check' has the verdict {check['verdict']!r}, not one of {', '.join(map(repr, verdicts))}"
     if problem:
         raise ValueError(f"{JsonFileError(path, problem)}: it is not a placement decisions file; {_AGAIN}")
     if stored["precision"] != precision.name:
@@ -51,7 +54,15 @@ def read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
                          tail_low=stored.get("tail_low", False), estimated_ms=stored.get("estimated_ms"),
                          static_estimated_ms=stored.get("static_estimated_ms"),
                          float32_estimated_ms=stored.get("float32_estimated_ms"), source=f"reused from {path}",
-                         check=StepCheck(**{name: check.get(name) for name in _CHECK_SCHEMA}) if check else None)
+                         check=_stored_check(check))
+
+
+def _stored_check(check: Optional[dict]) -> Optional[StepCheck]:
+    """The whole-step check a decisions file records (already shape-checked), or None."""
+    if not check:
+        return None
+    values = {name: check.get(name) for name in _CHECK_SCHEMA}
+    return StepCheck(**dict(values, verdict=CheckVerdict(check["verdict"])))
 
 
 def check_decisions_fit(plan: PlacementPlan, region: Region, path: str) -> None:

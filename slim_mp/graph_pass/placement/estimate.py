@@ -1,13 +1,13 @@
 """The per-op estimate of a step: the allow ops' measured times as painted, plus the casts painting implies.
 
 For a placement the painting rules run as usual; the estimate is the allow ops' times (low or
-float32 as painted, low ones charged ``margin`` more: what goes low around them is not timed) plus
+float32 as painted, low ones charged ``margin`` more: ``OpTiming.charged_low_ms``) plus
 the casts that painting implies (``planned_conversions``), a cast costing ``a + b * elements``
 (fitted from two timed sizes).
 """
 
 import dataclasses
-from typing import Dict, FrozenSet, List, Mapping, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, List, Mapping, Set, Tuple
 
 import tensorflow as tf
 
@@ -57,7 +57,7 @@ class Estimator:
         if key not in self._memo:
             decisions, low = painted_low_ops(self.region, apply_placement(self.config, key))
             low_names = frozenset(op.name for op in low)
-            total = sum(t.low_ms * (1 + self.margin) if name in low_names else t.float32_ms
+            total = sum(t.charged_low_ms(self.margin) if name in low_names else t.float32_ms
                         for name, t in self.timings.items())
             ports = {op: d.ports for op, d in decisions.items()}
             pair_bytes = 4 + self.config.precision.size
@@ -89,7 +89,3 @@ def low_regions(region: Region, low_names: Set[str], allow: Set[str]) -> List[Fr
             regions.setdefault(root(op), set()).add(op.name)
     return [frozenset(regions[key]) for key in sorted(regions, key=lambda r: min(regions[r]))]
 
-
-def per_op_slower(timings: Mapping[str, OpTiming], margin: float) -> Sequence[str]:
-    """The ops slower in low precision alone, charged ``margin`` more."""
-    return sorted(name for name, t in timings.items() if t.slower_low(margin))

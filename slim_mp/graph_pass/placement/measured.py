@@ -1,12 +1,28 @@
-"""The measured placement, end to end: reuse a pinned decision, or time, search, decide and pin it.
+"""The measured placement, end to end. The decision, in the order the code below takes it:
 
-Steps: the allow ops the static painting makes low get signatures; their timings come from the
-cache, a fixed timings file or micro-benchmarks (``timing_cache``); the search (``search``) finds
-candidates by the estimate (``estimate``) and, where they are close, times them as whole steps
-(``whole_steps``, ``timed_steps``); the chosen placement, if it lowers anything, is checked as a
-whole step against all float32 and the static placement (``step_check``); the winner's demoted
-ops, with their reasons, become fixed-float32 ops of the painting (``apply_placement``), so deny
-taint, clear/infer spreading and minimal casts still apply.
+1. Pinned: if ``options.decisions_file`` holds a plan for this precision and graph, return it (a
+   worker that may not write waits ``wait_seconds`` for the chief's file, then measures itself, with a
+   warning). Else decide (2-6) and, when ``write_decisions``, pin the plan there (``decisions``).
+2. Timings: the allow ops the static painting makes low get signatures (``signatures``); their
+   float32 and low milliseconds come from a fixed timings file (``options.fixed_timings()``), else
+   the timing cache, else micro-benchmarks now, which are cached (``timing_cache``); two cast sizes
+   fit the cast cost model. Estimate a placement by painting with it (``estimate``).
+3. Candidates (``search.find_candidates``), each with the reasons of the rule that found it:
+   static (nothing kept float32), all float32, per op (every op slower low alone, at +0% and at
+   +``low_precision_margin``), and the best estimate found by flipping whole connected low regions
+   (at both margins). The shortlist: those within ``verify_window`` of the best estimate, each
+   beside its twin that keeps the tail low.
+4. Whole steps, when the shortlist's estimates differ by more than the noise (``noise``) and whole
+   steps are timed (``options.times_whole_steps()``: not with fixed timings) and the region can be
+   copied (``region_copy``): time the shortlist side by side (``whole_steps``); the fastest wins,
+   but one with low ops only if it beats all float32 beyond the noise. Otherwise the best estimate.
+5. The check: if the chosen placement lowers anything and whole steps are timed, time it once more
+   beside all float32 and static (``step_check``); keep it only if it beats all float32 beyond the
+   noise, else static if that does, else all float32.
+6. The plan (``PlacementPlan``): the chosen ops kept float32 with their reasons, the low ops, the
+   estimates of the chosen, static and all-float32 placements, every candidate compared, the check.
+   The painting then applies it as fixed-float32 ops (``apply_placement``), so deny taint,
+   clear/infer spreading and minimal casts still apply.
 """
 
 import dataclasses
@@ -17,93 +33,24 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from slim_mp.graph_pass.paint import LOW, PaintConfig, paint
-from slim_mp.graph_pass.placement.candidate import Candidate
+from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
+from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.decisions import check_decisions_fit, wait_for_decisions, write_decisions
 from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, low_regions
-from slim_mp.graph_pass.placement.options import PlacementOptions
+from slim_mp.graph_pass.placement.options import Placement, PlacementOptions
 from slim_mp.graph_pass.placement.plan import PlacementPlan
+from slim_mp.graph_pass.placement.region_copy import copy_for_timing
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
 from slim_mp.graph_pass.placement.signatures import OpTiming, cast_signature, op_signature
 from slim_mp.graph_pass.placement.step_check import StepCheck, check_batch, judge, not_checked
-from slim_mp.graph_pass.placement.timed_steps import region_copy, steps_timed
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
-from slim_mp.graph_pass.placement.whole_steps import RegionCopy
+from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
 from slim_mp.graph_pass.region import Region
-
-
-def _with_steps(timed: List[Candidate], copy: RegionCopy, config: PaintConfig, estimate: Estimator,
-                cache: TimingCache, options: PlacementOptions, all_float32: Candidate) -> List[Candidate]:
-    """``timed``, each with its whole step and that step's noise against the all-float32 one (when timed)."""
-    reference = timed.index(all_float32) if all_float32 in timed else 0
-    times = steps_timed(copy, config, timed, reference, estimate, cache, options, kind="step")
-    if times is None:
-        return timed
-    return [dataclasses.replace(c, step_ms=t.ms, step_noise=t.noise) if t else c for c, t in zip(timed, times)]
-
-
-def _checked(chosen: Candidate, copy: Optional[RegionCopy], why_not: str, config: PaintConfig,
-             estimate: Estimator, cache: TimingCache, options: PlacementOptions,
-             all_float32: Candidate) -> Tuple[Candidate, StepCheck]:
-    """``chosen``, or what replaces it, after the whole-step check (``step_check``), and the check's record."""
-    if copy is None:
-        return chosen, not_checked(why_not)
-    batch = check_batch(chosen, all_float32, Candidate(frozenset(), found_as=("static",)))
-    times = steps_timed(copy, config, batch, 1, estimate, cache, options, kind="check")
-    if times is None:
-        return chosen, not_checked("timing the steps failed")
-    return judge(batch, times, config.precision.name, options)
-
-
-def _op_timings(region: Region, config: PaintConfig, cache: TimingCache,
-                options: PlacementOptions) -> Tuple[Dict[str, OpTiming], Estimator, int, int]:
-    """The allow ops' timings by name, the estimator over them, and how many signatures were measured / cached."""
-    decisions = paint(region, config)
-    allow = [op for op, d in decisions.items() if d.op_class == "allow" and d.colour == LOW]
-    signatures = {op.name: op_signature(op) for op in allow}
-    signatures = {name: s for name, s in signatures.items() if s is not None}
-    wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
-    by_signature, measured, cached = timings_for(wanted, cache, options, config.precision)
-    timings = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
-    casts = fit_cast_model(by_signature, options.cast_sizes)
-    return timings, Estimator(region, config, timings, casts, options.low_precision_margin), measured, cached
-
-
-def _measured_plan(region: Region, config: PaintConfig, options: PlacementOptions,
-                   objectives: Sequence[tf.Tensor]) -> PlacementPlan:
-    started = time.perf_counter()
-    cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
-    timings, estimate, measured, cached = _op_timings(region, config, cache, options)
-    regions = low_regions(region, set(estimate.painted(Candidate(frozenset()))[1]), set(timings))
-    precision = config.precision.name
-    unmargined = Estimator(region, config, timings, estimate.casts, 0.0)
-    found = find_candidates([unmargined, estimate], regions, precision)
-    timed = shortlist(found, estimate, options)
-    all_float32 = next((c for c in found if c.float32_ops == frozenset(timings)), Candidate(frozenset(timings)))
-    fixed = options.measure is None and options.fixed_timings_file()
-    copy, why_not = (region_copy(region, objectives) if options.time_steps and not fixed and timings
-                     else (None, ""))
-    if copy is not None and worth_timing(timed, options):
-        timed = _with_steps(timed, copy, config, estimate, cache, options, all_float32)
-    chosen = decide_by_steps(timed, timings, precision, options) or timed[0]
-    check = None
-    if options.time_steps and not fixed and set(timings) - chosen.float32_ops:
-        chosen, check = _checked(chosen, copy, why_not, config, estimate, cache, options, all_float32)
-    compared = {c: c for c in found}
-    compared.update({c: c for c in timed})
-    return PlacementPlan(
-        float32_ops=dict(sorted(chosen.reasons.items())),
-        low_ops=sorted(set(timings) - chosen.float32_ops), tail_low=chosen.tail_low,
-        estimated_ms=estimate(chosen), static_estimated_ms=estimate(Candidate(frozenset())),
-        float32_estimated_ms=estimate(all_float32),
-        measured_signatures=measured, cached_signatures=cached,
-        candidates=sorted(compared.values(), key=lambda c: c.estimated_ms), check=check,
-        seconds=time.perf_counter() - started, source=f"fixed timings from {fixed}" if fixed else "measured",
-    )
 
 
 def measured_placement(region: Region, config: PaintConfig, options: Optional[PlacementOptions] = None,
                        objectives: Sequence[tf.Tensor] = ()) -> PlacementPlan:
-    """Decide which allow ops of ``region`` stay float32 on this device (see the package docstring).
+    """Decide which allow ops of ``region`` stay float32 on this device (step 1 above; 2-6 in ``_decided``).
 
     Args:
       region: the ops the pass rewrites.
@@ -132,7 +79,84 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
         if not options.write_decisions:
             warnings.warn(f"placement: {path} did not appear within {options.wait_seconds:.0f}s; measuring here, "
                           "so this worker's graph may differ from the chief's.", stacklevel=2)
-    plan = _measured_plan(region, config, options, objectives)
+    plan = _decided(region, config, options, objectives)
     if path and options.write_decisions:
         write_decisions(path, plan, config.precision, options.target.describe())
     return plan
+
+
+def _op_timings(region: Region, config: PaintConfig, cache: TimingCache,
+                options: PlacementOptions) -> Tuple[Estimator, int, int]:
+    """Step 2: the estimator over the allow ops' timings (by name), and how many signatures were measured / cached."""
+    decisions = paint(region, config)
+    allow = [op for op, d in decisions.items() if d.op_class == "allow" and d.colour == LOW]
+    signatures = {op.name: op_signature(op) for op in allow}
+    signatures = {name: s for name, s in signatures.items() if s is not None}
+    wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
+    by_signature, measured, cached = timings_for(wanted, cache, options, config.precision)
+    timings: Dict[str, OpTiming] = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
+    casts = fit_cast_model(by_signature, options.cast_sizes)
+    return Estimator(region, config, timings, casts, options.low_precision_margin), measured, cached
+
+
+def _candidates(region: Region, estimate: Estimator) -> List[Candidate]:
+    """Step 3: the candidates by the estimate with the margin and without (``search.find_candidates``)."""
+    static_low = estimate.painted(static_candidate())[1]
+    regions = low_regions(region, set(static_low), set(estimate.timings))
+    unmargined = Estimator(region, estimate.config, estimate.timings, estimate.casts, 0.0)
+    return find_candidates([unmargined, estimate], regions, estimate.config.precision.name)
+
+
+def _with_steps(context: SearchContext, timed: List[Candidate]) -> List[Candidate]:
+    """Step 4: ``timed``, each with its whole step and that step's noise against the all-float32 one (when timed)."""
+    reference = timed.index(context.all_float32) if context.all_float32 in timed else 0
+    times = steps_timed(context, timed, reference, StepBatch.COMPARE)
+    if times is None:
+        return timed
+    return [dataclasses.replace(c, step_ms=t.ms, step_noise=t.noise) if t else c for c, t in zip(timed, times)]
+
+
+def _checked(context: SearchContext, chosen: Candidate) -> Tuple[Candidate, StepCheck]:
+    """Step 5: ``chosen``, or what replaces it, after the whole-step check, and the check's record."""
+    if context.copy is None:
+        return chosen, not_checked(context.why_not_copied)
+    batch = check_batch(chosen, context.all_float32, static_candidate())
+    times = steps_timed(context, batch, 1, StepBatch.CHECK)
+    if times is None:
+        return chosen, not_checked("timing the steps failed")
+    return judge(batch, times, context.precision, context.options)
+
+
+def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
+             objectives: Sequence[tf.Tensor]) -> PlacementPlan:
+    """Steps 2-6: time, search, check, and the plan."""
+    started = time.perf_counter()
+    cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
+    estimate, measured, cached = _op_timings(region, config, cache, options)
+    timings = estimate.timings
+    found = _candidates(region, estimate)
+    timed = shortlist(found, estimate, options)
+    reference = all_float32_candidate(timings)
+    copy, why_not = (copy_for_timing(region, objectives) if options.times_whole_steps() and timings
+                     else (None, ""))
+    context = SearchContext(config, options, cache, estimate, copy, why_not,
+                            all_float32=next((c for c in found if c == reference), reference))
+    if copy is not None and worth_timing(timed, options):
+        timed = _with_steps(context, timed)
+    chosen = decide_by_steps(timed, timings, context.precision, options) or timed[0]
+    check = None
+    if options.times_whole_steps() and context.lowered(chosen):
+        chosen, check = _checked(context, chosen)
+    compared = {c: c for c in found}
+    compared.update({c: c for c in timed})
+    fixed = options.fixed_timings()
+    return PlacementPlan(
+        float32_ops=dict(sorted(chosen.reasons.items())),
+        low_ops=sorted(context.lowered(chosen)), tail_low=chosen.tail_low,
+        estimated_ms=estimate(chosen), static_estimated_ms=estimate(static_candidate()),
+        float32_estimated_ms=estimate(context.all_float32),
+        measured_signatures=measured, cached_signatures=cached,
+        candidates=sorted(compared.values(), key=lambda c: c.estimated_ms), check=check,
+        seconds=time.perf_counter() - started,
+        source=f"fixed timings from {fixed}" if fixed else Placement.MEASURED.value,
+    )

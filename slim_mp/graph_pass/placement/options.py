@@ -1,21 +1,34 @@
 """How the measured placement is asked for and tuned: the placement names and ``PlacementOptions``.
 
-Every tuning value of the placement lives in ``PlacementOptions`` (no module constants), so a
-caller or a test changes one field, and each rule reads its value from one place.
+Every tuning value of the placement lives in ``PlacementOptions``, so a caller or a test changes
+one field, and each rule reads its value from one place. The placement's other modules hold no
+tuning: their few constants are facts (file schemas, op types, the fewest rounds a spread can be
+read from), not knobs.
 """
 
 import dataclasses
+import enum
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from slim_mp.graph_pass.placement.noise import NoiseVerdict, is_noise, win_verdict
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
 from slim_mp.graph_pass.placement.stopwatch import Timed
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 
-PLACEMENTS = ("measured", "static")
+
+
+class Placement(enum.StrEnum):
+    """The placements a rewrite accepts; members are their own strings (``Placement.MEASURED == "measured"``)."""
+
+    MEASURED = "measured"
+    STATIC = "static"
+
+
+PLACEMENTS = tuple(placement.value for placement in Placement)
 PLACEMENT_ENV = "SLIM_MP_PLACEMENT"
 CACHE_ENV = "SLIM_MP_CACHE_DIR"
 TIMINGS_FILE_ENV = "SLIM_MP_TIMINGS_FILE"
@@ -29,16 +42,22 @@ MeasureSteps = Callable[[Sequence[Candidate], int], List[Optional[Timed]]]
 
 def default_placement() -> str:
     """``measured``, unless ``$SLIM_MP_PLACEMENT`` names another placement."""
-    return resolve_placement(os.environ.get(PLACEMENT_ENV) or "measured")
+    return resolve_placement(os.environ.get(PLACEMENT_ENV) or Placement.MEASURED.value)
 
 
 def resolve_placement(placement: Optional[str]) -> str:
-    """``placement`` checked against ``PLACEMENTS`` (None: the default); ValueError naming the accepted values."""
+    """``placement`` checked against ``PLACEMENTS`` (None: the default), as the plain string of its ``Placement``
+    (so a config's repr and a flag's help print it as before).
+
+    Raises:
+      ValueError: naming the accepted values when ``placement`` is none of them.
+    """
     if placement is None:
         return default_placement()
     if placement not in PLACEMENTS:
-        raise ValueError(f"placement={placement!r} is not a placement; use 'measured' or 'static'.")
-    return placement
+        accepted = " or ".join(repr(name) for name in PLACEMENTS)
+        raise ValueError(f"placement={placement!r} is not a placement; use {accepted}.")
+    return Placement(placement).value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,22 +69,23 @@ class PlacementOptions:
     not exist, measure and (when ``write_decisions``) write it. A reader that may not write (a non-chief
     worker) waits up to ``wait_seconds`` for the writer. ``timings_file`` (default
     ``$SLIM_MP_TIMINGS_FILE``): fixed per-op-type timings used instead of measuring (reproducible
-    decisions: the test suite sets it); whole steps are then not timed.
+    decisions: the test suite sets it); whole steps are then not timed (``fixed_timings``).
 
     Measuring: ``measure`` / ``measure_steps`` replace the micro-benchmarks and the whole-step timing
     (tests pass fakes). ``target``: where the step will run (``MeasuringTarget``: device, session
     options, training or inference); everything is timed there. ``time_steps``: time close candidates
     as whole steps and check the chosen placement as a whole step against all float32 and the
     static placement (``step_check``); False decides on the per-op estimate alone. ``warmup`` /
-    ``runs``: the micro-benchmarks' untimed runs and timed interleaved rounds.
+    ``runs``: the micro-benchmarks' untimed runs and timed interleaved rounds; ``step_warmup``:
+    the untimed runs of each whole step (its session is already warm from building it).
 
     Tuning: ``low_precision_margin``: low times count this fraction more in the estimate (what goes
     low around the allow ops is not timed). ``verify_window``: candidates whose estimate is within
     this fraction of the best are timed as whole steps, at most ``max_timed_candidates``.
     ``noise_fraction``: the 1% rule, the floor of the noise: a difference is noise unless it exceeds
-    both this fraction and the noise measured with it (``is_noise``), so candidates whose estimates
-    all lie within it are not timed, and a placement with low-precision ops must beat the all-float32
-    step by more (``win_verdict`` says which bound decided). Whole steps get as many timed runs as fit
+    both this fraction and the noise measured with it (``is_noise``, the rule of ``noise``), so
+    candidates whose estimates all lie within it are not timed, and a placement with low-precision
+    ops must beat the all-float32 step by more (``win_verdict`` says which bound decided). Whole steps get as many timed runs as fit
     ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``.
     ``cast_sizes``: element counts of the two casts timed to fit the cast cost model.
     """
@@ -82,6 +102,7 @@ class PlacementOptions:
     target: MeasuringTarget = MeasuringTarget()
     warmup: int = 2
     runs: int = 7
+    step_warmup: int = 1
     low_precision_margin: float = 0.20
     verify_window: float = 0.35
     max_timed_candidates: int = 6
@@ -95,31 +116,24 @@ class PlacementOptions:
         """``timings_file``, else ``$SLIM_MP_TIMINGS_FILE``, else None (measure on this device)."""
         return self.timings_file or os.environ.get(TIMINGS_FILE_ENV) or None
 
-    def noise_bound(self, measured_noise: float = 0.0) -> float:
-        """The fraction a difference must exceed to count: ``max(noise_fraction, measured_noise)``."""
-        return max(self.noise_fraction, measured_noise)
+    def fixed_timings(self) -> Optional[str]:
+        """The fixed timings file the op timings come from, or None when they are measured.
+
+        The one rule for it: an injected ``measure`` (a test's fake) wins over a fixed file, which
+        wins over measuring. Fixed timings say nothing about this machine, so with them no whole
+        step is timed either (``times_whole_steps``).
+        """
+        return None if self.measure is not None else self.fixed_timings_file()
+
+    def times_whole_steps(self) -> bool:
+        """Whether whole steps are timed: ``time_steps`` is on and the op timings are not fixed."""
+        return self.time_steps and not self.fixed_timings()
 
     def is_noise(self, smaller_ms: float, larger_ms: float, measured_noise: float = 0.0) -> bool:
-        """Whether ``larger_ms`` exceeds ``smaller_ms`` by no more than the noise (``noise_bound``)."""
-        return larger_ms <= smaller_ms * (1 + self.noise_bound(measured_noise))
+        """``noise.is_noise`` with ``noise_fraction`` as the floor."""
+        return is_noise(smaller_ms, larger_ms, self.noise_fraction, measured_noise)
 
     def win_verdict(self, low_label: str, low_ms: float, float32_ms: float,
-                    measured_noise: float = 0.0) -> Tuple[bool, str]:
-        """Whether ``low_ms`` beats ``float32_ms`` beyond the noise, and a sentence saying so and which bound decided.
-
-        E.g. ``bfloat16 0.520 ms vs float32 0.550 ms: a 6% win is inside this machine's measured noise of 7%``.
-        """
-        compared = f"{low_label} {low_ms:.3f} ms vs float32 {float32_ms:.3f} ms"
-        if low_ms >= float32_ms:
-            return False, f"{compared}: {_percent(low_ms / float32_ms - 1 if float32_ms else 0.0)} slower"
-        win = _percent(float32_ms / low_ms - 1)
-        bound = (f"this machine's measured noise of {_percent(measured_noise)}" if measured_noise > self.noise_fraction
-                 else f"the {_percent(self.noise_fraction)} noise floor (measured noise {_percent(measured_noise)})")
-        if self.is_noise(low_ms, float32_ms, measured_noise):
-            return False, f"{compared}: a {win} win is inside {bound}"
-        return True, f"{compared}: a {win} win, beyond {bound}"
-
-
-def _percent(fraction: float) -> str:
-    """``5.8%`` below 10%, ``12%`` above: enough digits to compare with a noise of a few percent."""
-    return f"{fraction:.1%}" if abs(fraction) < 0.1 else f"{fraction:.0%}"
+                    measured_noise: float = 0.0) -> NoiseVerdict:
+        """``noise.win_verdict`` with ``noise_fraction`` as the floor."""
+        return win_verdict(low_label, low_ms, float32_ms, self.noise_fraction, measured_noise)

@@ -4,6 +4,7 @@ import dataclasses
 from typing import Dict, List, Optional
 
 from slim_mp.graph_pass.placement.candidate import Candidate
+from slim_mp.graph_pass.placement.options import Placement
 from slim_mp.graph_pass.placement.step_check import StepCheck
 
 
@@ -30,7 +31,7 @@ class PlacementPlan:
     candidates: List[Candidate] = dataclasses.field(default_factory=list)
     check: Optional[StepCheck] = None
     seconds: float = 0.0
-    source: str = "measured"
+    source: str = Placement.MEASURED.value
     timed: bool = True
 
     def chosen(self) -> Candidate:

@@ -8,24 +8,28 @@ within ``verify_window`` of the best estimate, each with its twin that keeps the
 as whole steps (``whole_steps``) unless their estimates differ by timing noise; the fastest step
 wins, but a placement with low-precision ops must beat the all-float32 step by more than the noise
 (``PlacementOptions.noise_fraction`` or the noise measured in the same rounds, whichever is larger).
-Each candidate carries its reasons from the moment it is made: the estimate's when it is found,
-the whole steps' when they decide.
+Each candidate carries its reasons from the moment it is made: the rule's that found it (per op or
+region flips, at that rule's margin), the whole steps' when they decide.
 """
 
 import dataclasses
-from typing import Callable, Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence, Tuple
 
-from slim_mp.graph_pass.placement.candidate import Candidate
-from slim_mp.graph_pass.placement.estimate import Estimator, per_op_slower
+from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
+from slim_mp.graph_pass.placement.estimate import Estimator
 from slim_mp.graph_pass.placement.options import PlacementOptions
 from slim_mp.graph_pass.placement.signatures import OpTiming
+
+
+def per_op_slower(timings: Mapping[Hashable, OpTiming], margin: float) -> FrozenSet[Hashable]:
+    """The per-op rule: the ops slower in low precision alone, charged ``margin`` more (``OpTiming.slower_low``)."""
+    return frozenset(op for op, t in timings.items() if t.slower_low(margin))
 
 
 def choose_demoted(estimate: Callable[[FrozenSet[Hashable]], float], timings: Mapping[Hashable, OpTiming],
                    regions: Sequence[FrozenSet[Hashable]], margin: float) -> FrozenSet[Hashable]:
     """The set of ops to keep float32 with the lowest estimate: the best start, improved region by region."""
-    per_op = frozenset(op for op, t in timings.items() if t.slower_low(margin))
-    starts = (frozenset(), per_op, frozenset(timings))
+    starts = (frozenset(), per_op_slower(timings, margin), frozenset(timings))
     best = min(starts, key=lambda candidate: (estimate(candidate), len(candidate)))
     improved = True
     while improved:
@@ -37,48 +41,67 @@ def choose_demoted(estimate: Callable[[FrozenSet[Hashable]], float], timings: Ma
     return best
 
 
-def _estimated_reasons(float32_ops: FrozenSet[str], estimate: Estimator, regions: Sequence[FrozenSet[str]],
-                       precision: str) -> Dict[str, str]:
-    """Per demoted op, why the estimate keeps it float32: its own times, with the margin, or its region's."""
-    reasons = {}
-    margin = estimate.margin
-    for name in float32_ops:
-        timing = estimate.timings[name]
-        if timing.slower_low(0.0):
-            reasons[name] = (f"slower in {precision} on this device: {timing.low_ms:.3f} ms vs "
-                             f"{timing.float32_ms:.3f} ms in float32 (forward + backward of this op alone)")
-        elif timing.slower_low(margin):
-            reasons[name] = (f"slower in {precision} on this device: {timing.low_ms * (1 + margin):.3f} ms vs "
-                             f"{timing.float32_ms:.3f} ms in float32 (forward + backward; measured "
-                             f"{timing.low_ms:.3f} ms + {margin:.0%} for untimed costs)")
-        else:
-            region = next((r for r in regions if name in r), frozenset({name}))
-            without = Candidate(float32_ops - region)
-            reasons[name] = (f"slower in {precision} on this device: {estimate(without):.3f} ms vs "
-                             f"{estimate(Candidate(float32_ops)):.3f} ms in float32 for its low region of "
-                             f"{len(region)} allow ops, casts included (this op alone {timing.low_ms:.3f} vs "
-                             f"{timing.float32_ms:.3f} ms)")
-    return reasons
+def per_op_reason(timing: OpTiming, margin: float, precision: str) -> str:
+    """Why the per-op rule at ``margin`` keeps an op float32: its own times (and the margin, when that decided)."""
+    if timing.slower_low(0.0):
+        return (f"slower in {precision} on this device: {timing.low_ms:.3f} ms vs "
+                f"{timing.float32_ms:.3f} ms in float32 (forward + backward of this op alone)")
+    return (f"slower in {precision} on this device: {timing.charged_low_ms(margin):.3f} ms vs "
+            f"{timing.float32_ms:.3f} ms in float32 (forward + backward; measured "
+            f"{timing.low_ms:.3f} ms + {margin:.0%} for untimed costs)")
+
+
+def _region_reason(name: str, float32_ops: FrozenSet[str], estimate: Estimator, regions: Sequence[FrozenSet[str]],
+                   precision: str) -> str:
+    """Why flipping regions by ``estimate`` keeps ``name`` float32: its low region's estimate, casts included."""
+    region = next((r for r in regions if name in r), frozenset({name}))
+    timing = estimate.timings[name]
+    return (f"slower in {precision} on this device: {estimate(Candidate(float32_ops - region)):.3f} ms vs "
+            f"{estimate(Candidate(float32_ops)):.3f} ms in float32 for its low region of "
+            f"{len(region)} allow ops, casts included (this op alone {timing.low_ms:.3f} vs "
+            f"{timing.float32_ms:.3f} ms)")
+
+
+def _per_op(estimate: Estimator, precision: str) -> Candidate:
+    """The per-op candidate at ``estimate``'s margin, each op with the per-op rule's reason."""
+    names = per_op_slower(estimate.timings, estimate.margin)
+    return Candidate(names, found_as=(f"per op (+{estimate.margin:.0%})",), reasons={
+        name: per_op_reason(estimate.timings[name], estimate.margin, precision) for name in names})
+
+
+def _best_of(names: FrozenSet[str], label: str, estimate: Estimator, regions: Sequence[FrozenSet[str]],
+             precision: str) -> Candidate:
+    """The candidate ``names`` as ``choose_demoted`` reached it by ``estimate``: an op it started from as
+    slower alone keeps the per-op reason at that margin, one a region flip demoted its region's."""
+    alone = per_op_slower(estimate.timings, estimate.margin)
+    return Candidate(names, found_as=(label,), reasons={
+        name: per_op_reason(estimate.timings[name], estimate.margin, precision) if name in alone
+        else _region_reason(name, names, estimate, regions, precision) for name in names})
 
 
 def find_candidates(estimators: Sequence[Estimator], regions: Sequence[FrozenSet[str]],
                     precision: str) -> List[Candidate]:
-    """The placements worth comparing, each with how it was found and the estimate's reasons, best estimate first.
+    """The placements worth comparing, each with how it was found and why, best estimate first.
 
-    The last estimator is the one the candidates are ranked and explained by.
+    Per estimator (each charging its own margin): the per-op candidate and the estimated best. Each
+    candidate's reasons are those of the rule and margin that found it; one found by several keeps the
+    first rule's (per op before estimated best, the smaller margin first; the all-float32 reference
+    last). The last estimator is the one the candidates are ranked by.
     """
     judge = estimators[-1]
-    timings = judge.timings
-    found: Dict[FrozenSet[str], List[str]] = {}
-    found.setdefault(frozenset(), []).append("static")
-    found.setdefault(frozenset(timings), []).append("all float32")
-    for estimator in estimators:
-        margin = f"+{estimator.margin:.0%}"
-        found.setdefault(frozenset(per_op_slower(timings, estimator.margin)), []).append(f"per op ({margin})")
-        best = choose_demoted(lambda names: estimator(Candidate(names)), timings, regions, estimator.margin)
-        found.setdefault(best, []).append(f"estimated best ({margin})")
-    candidates = [Candidate(names, False, tuple(labels), _estimated_reasons(names, judge, regions, precision),
-                            judge(Candidate(names))) for names, labels in found.items()]
+    found = [static_candidate(), _best_of(frozenset(judge.timings), "all float32", judge, regions, precision)]
+    for estimate in estimators:
+        found.append(_per_op(estimate, precision))
+        best = choose_demoted(lambda names: estimate(Candidate(names)), estimate.timings, regions, estimate.margin)
+        found.append(_best_of(best, f"estimated best (+{estimate.margin:.0%})", estimate, regions, precision))
+    labels: Dict[FrozenSet[str], Tuple[str, ...]] = {}
+    for candidate in found:
+        labels[candidate.float32_ops] = labels.get(candidate.float32_ops, ()) + candidate.found_as
+    reasons: Dict[FrozenSet[str], Mapping[str, str]] = {}
+    for candidate in found[2:] + found[:2]:
+        reasons.setdefault(candidate.float32_ops, candidate.reasons)
+    candidates = [Candidate(names, False, found_as, reasons[names], judge(Candidate(names)))
+                  for names, found_as in labels.items()]
     return sorted(candidates, key=lambda c: (c.estimated_ms, len(c.float32_ops)))
 
 
@@ -115,10 +138,10 @@ def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming],
     if not with_steps:
         return None
     fastest = min(with_steps, key=lambda c: c.step_ms)
-    all_float32 = next((c for c in with_steps if c.float32_ops == frozenset(timings) and not c.tail_low), None)
+    all_float32 = next((c for c in with_steps if c == all_float32_candidate(timings)), None)
     chosen = fastest
     if all_float32 is not None and fastest is not all_float32:
-        wins, _ = options.win_verdict(precision, fastest.step_ms, all_float32.step_ms, fastest.step_noise)
+        wins = options.win_verdict(precision, fastest.step_ms, all_float32.step_ms, fastest.step_noise).wins
         chosen = fastest if wins else all_float32
     reasons = {}
     for name in chosen.float32_ops:
@@ -127,7 +150,7 @@ def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming],
             reasons[name] = chosen.reason(name)
             continue
         best_low = min(with_low, key=lambda c: c.step_ms)
-        _, verdict = options.win_verdict(precision, best_low.step_ms, chosen.step_ms, best_low.step_noise)
+        verdict = options.win_verdict(precision, best_low.step_ms, chosen.step_ms, best_low.step_noise).sentence
         lost = "slower in" if best_low.step_ms >= chosen.step_ms else "not worth"
         alone = f"this op alone {timings[name].low_ms:.3f} vs {timings[name].float32_ms:.3f} ms"
         reasons[name] = (f"{lost} {precision} on this device: {verdict} (whole training steps timed side by side; "

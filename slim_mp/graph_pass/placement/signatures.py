@@ -38,9 +38,15 @@ class OpTiming:
     low_ms: float
     noise: float = 0.0
 
+    def charged_low_ms(self, margin: float) -> float:
+        """The low time charged ``margin`` more: the one margin rule of the estimate, its candidates and
+        their reasons (what goes low around the allow ops, batch norm, activations, casts' layouts, is
+        not timed, so a low time alone flatters the low type)."""
+        return self.low_ms * (1 + margin)
+
     def slower_low(self, margin: float) -> bool:
         """Whether the low type, charged ``margin`` more, is no faster than float32."""
-        return self.low_ms * (1 + margin) >= self.float32_ms
+        return self.charged_low_ms(margin) >= self.float32_ms
 
 
 def _attr_value(value):

@@ -10,23 +10,30 @@ low is then never one measured no faster than float32.
 """
 
 import dataclasses
+import enum
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from slim_mp.graph_pass.placement.candidate import Candidate
+from slim_mp.graph_pass.placement.candidate import Candidate, lowered_ops
 from slim_mp.graph_pass.placement.options import PlacementOptions
 from slim_mp.graph_pass.placement.stopwatch import Timed
 
-ACCEPTED = "accepted"
-NOT_CHECKED = "not checked"
+
+
+class CheckVerdict(enum.StrEnum):
+    """The check's outcome; members are their own strings, as the decisions file and reports write them."""
+
+    ACCEPTED = "accepted"  # the chosen placement beat all float32 beyond the noise
+    STATIC = "static"  # it did not; the static placement did, and is kept instead
+    FLOAT32 = "float32"  # neither did: all float32 is kept
+    NOT_CHECKED = "not checked"  # no whole step could be timed; the search's choice stands
 
 
 @dataclasses.dataclass(frozen=True)
 class StepCheck:
-    """The check's outcome: ``verdict`` (``accepted``, ``static`` or ``float32``: the placement kept
-    instead, or ``not checked``), why (``reason``), and the steps it compared with the noise of the
-    chosen one against float32 (milliseconds; None when not timed)."""
+    """The check's outcome: ``verdict`` (a ``CheckVerdict``), why (``reason``), and the steps it compared
+    with the noise of the chosen one against float32 (milliseconds; None when not timed)."""
 
-    verdict: str
+    verdict: CheckVerdict
     reason: str
     chosen_ms: Optional[float] = None
     float32_ms: Optional[float] = None
@@ -49,7 +56,7 @@ def check_batch(chosen: Candidate, all_float32: Candidate, static: Candidate) ->
 
 def not_checked(why: str) -> StepCheck:
     """The record of a check that could not run, saying why."""
-    return StepCheck(NOT_CHECKED, f"{why}; the search's choice stands unchecked")
+    return StepCheck(CheckVerdict.NOT_CHECKED, f"{why}; the search's choice stands unchecked")
 
 
 def judge(batch: Sequence[Candidate], times: Sequence[Optional[Timed]], precision: str,
@@ -66,18 +73,17 @@ def judge(batch: Sequence[Candidate], times: Sequence[Optional[Timed]], precisio
         return chosen, not_checked("the chosen or the all-float32 step did not run")
     record = dict(chosen_ms=chosen_step.ms, float32_ms=float32_step.ms,
                   static_ms=static_step.ms if static_step else None, noise=chosen_step.noise)
-    low_ops = f"{precision} placement with {len(set(all_float32.float32_ops) - chosen.float32_ops)} allow ops low"
-    wins, verdict = options.win_verdict(f"the chosen {low_ops}", chosen_step.ms, float32_step.ms,
-                                        chosen_step.noise)
-    if wins:
-        return chosen, StepCheck(ACCEPTED, verdict, **record)
+    low_ops = f"{precision} placement with {len(lowered_ops(chosen, all_float32.float32_ops))} allow ops low"
+    verdict = options.win_verdict(f"the chosen {low_ops}", chosen_step.ms, float32_step.ms, chosen_step.noise)
+    if verdict.wins:
+        return chosen, StepCheck(CheckVerdict.ACCEPTED, verdict.sentence, **record)
     if static != chosen and static_step is not None:
-        static_wins, static_verdict = options.win_verdict(f"the static {precision} placement", static_step.ms,
-                                                          float32_step.ms, static_step.noise)
-        if static_wins:
+        static_verdict = options.win_verdict(f"the static {precision} placement", static_step.ms,
+                                             float32_step.ms, static_step.noise)
+        if static_verdict.wins:
             kept = dataclasses.replace(static, found_as=static.found_as + ("whole-step check",), reasons={})
-            return kept, StepCheck("static", f"{verdict}; {static_verdict}", **record)
-    reason = f"kept float32 by the whole-step check: {verdict}"
+            return kept, StepCheck(CheckVerdict.STATIC, f"{verdict.sentence}; {static_verdict.sentence}", **record)
+    reason = f"kept float32 by the whole-step check: {verdict.sentence}"
     reasons = {name: chosen.reasons.get(name, reason) for name in all_float32.float32_ops}
     kept = dataclasses.replace(all_float32, found_as=all_float32.found_as + ("whole-step check",), reasons=reasons)
-    return kept, StepCheck("float32", verdict, **record)
+    return kept, StepCheck(CheckVerdict.FLOAT32, verdict.sentence, **record)

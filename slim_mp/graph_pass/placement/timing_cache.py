@@ -117,8 +117,8 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
       (timings, signatures measured now, signatures found in the cache).
     """
     unique = list(dict.fromkeys(signatures))
-    fixed = options.fixed_timings_file()
-    if options.measure is None and fixed:
+    fixed = options.fixed_timings()
+    if fixed:
         return fixed_measure(fixed, precision)(unique, precision), 0, 0
     found = {s: cache.get(s.key()) for s in unique}
     missing = [s for s, timing in found.items() if not timing or len(timing) != 3]

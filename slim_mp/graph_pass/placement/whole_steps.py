@@ -1,140 +1,44 @@
-"""Time whole training steps of candidate placements, each on a standalone copy of the region.
+"""Whole training steps of candidate placements: built on the region's copy, timed side by side, cached.
 
-The per-op estimate (``estimate``) adds up the allow ops and the casts. It leaves out what goes
-low around them (batch norm, activations, pooling, dropout), oneDNN's layout reorders and how the
-ops overlap, and on small networks these decide: cifarnet's fully connected layers are each faster
-in bfloat16, yet the estimate kept them float32. So when several placements are close by the
-estimate, each is applied to its own copy of the region and the copies' steps are timed against
-each other.
+Each candidate is applied to its own copy of the region (``region_copy``) with the pass's own
+``paint`` / ``refine`` / ``rebuild``; the gradient of the objectives (the loss) with respect to
+the trainable variables' substitutes is taken as TF1 optimizers take it (gated per op), a
+momentum update with rate 0 consumes it, and these steps are timed in interleaved rounds, each
+with the noise of its comparison with a reference step (``stopwatch``).
 
-A copy holds the region's ops with their shapes and attributes, minus what lies outside the
-computation: variable reads and input ops (``Placeholder``, ``IteratorGetNext``, ...) become
-random variables of the same shapes and types, and stateful ops other than random numbers
-(variable updates, readers) are left out, their inputs still computed. The painting is applied
-with the pass's own ``paint`` / ``refine`` / ``rebuild``, the gradient of the objectives
-(the loss) with respect to the trainable variables' substitutes is taken as TF1 optimizers take
-it (gated per op), a momentum update with rate 0 consumes it, and these steps are timed in
-interleaved rounds, each with the noise of its comparison with a reference step (``stopwatch``).
+Two batches are timed per decision (``StepBatch``): the close candidates of the search
+(``COMPARE``) and the chosen placement beside all float32 and static (``CHECK``, ``step_check``).
+They are cached apart: each result is only comparable with the steps timed in the same rounds.
 """
 
 import dataclasses
+import enum
 import hashlib
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+import warnings
+from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
-from tensorflow.core.framework import graph_pb2
 
-from slim_mp.graph_pass.op_classes import FUNCTION_OP_TYPES, RANDOM_OP_TYPES, SOURCE_OP_TYPES
-from slim_mp.graph_pass.paint import PaintConfig, is_variable_read
+from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
-from slim_mp.graph_pass.rebuild import rebuild_low_precision
-from slim_mp.graph_pass.refine import painted_low_ops
-from slim_mp.graph_pass.region import Region, select_region
+from slim_mp.graph_pass.placement.context import SearchContext
+from slim_mp.graph_pass.placement.options import PlacementOptions
+from slim_mp.graph_pass.placement.region_copy import RegionCopy
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.stopwatch import Timed, first_values, interleaved_ms, random_variable, timed_against
+from slim_mp.graph_pass.rebuild import rebuild_low_precision
+from slim_mp.graph_pass.refine import painted_low_ops
+from slim_mp.graph_pass.region import select_region
 
-# Source ops a copy keeps: constants, and defaults it can compute itself.
-_KEPT_SOURCE_TYPES = frozenset({"Const", "PlaceholderWithDefault"})
-
-
-@dataclasses.dataclass(frozen=True)
-class Substitute:
-    """A tensor from outside the copied computation, replaced by a random variable of its shape and type."""
-
-    tensor_name: str
-    shape: Tuple[int, ...]
-    dtype: tf.DType
-    trainable: bool
+# What building or running a candidate's step can raise; any of them means "decide on the estimate".
+_STEP_ERRORS = (tf.errors.OpError, ValueError, TypeError, LookupError)
 
 
-@dataclasses.dataclass(frozen=True)
-class RegionCopy:
-    """A standalone copy of a region: its ops, what replaces their outside inputs, what one step computes."""
+class StepBatch(enum.StrEnum):
+    """Which batch of whole steps is timed; its value starts the batch's cache keys (``step|...``)."""
 
-    graph_def: graph_pb2.GraphDef
-    substitutes: Tuple[Substitute, ...]
-    objectives: Tuple[str, ...]
-    sinks: Tuple[str, ...]
-
-    def digest(self) -> str:
-        """A stable key of the copy (ops, attributes, shapes, substitutes) for the timing cache."""
-        content = hashlib.sha1(self.graph_def.SerializeToString(deterministic=True))
-        content.update(repr([(s.tensor_name, s.shape, s.dtype.name, s.trainable) for s in self.substitutes]).encode())
-        content.update(repr((self.objectives, self.sinks)).encode())
-        return content.hexdigest()[:20]
-
-
-def _variable_of_read(op: tf.Operation) -> tf.Operation:
-    return op.inputs[0].op
-
-
-def _outside(op: tf.Operation) -> bool:
-    """Whether ``op`` lies outside the copied computation (its outputs become substitutes, if used)."""
-    if is_variable_read(op) or op.type in SOURCE_OP_TYPES - _KEPT_SOURCE_TYPES:
-        return True
-    return op.op_def.is_stateful and op.type not in RANDOM_OP_TYPES
-
-
-def _sinks(region: Region) -> List[tf.Operation]:
-    """The region's ops nothing in the region consumes (the fetches and the update ops)."""
-    consumed = {t.op for op in region.ops for t in op.inputs} | {c for op in region.ops for c in op.control_inputs}
-    return [op for op in region.ops if op not in consumed]
-
-
-def _substitute(tensor: tf.Tensor, trainable_variables: Set[str]) -> Substitute:
-    if not tensor.shape.is_fully_defined():
-        raise ValueError(f"{tensor.name} has no static shape ({tensor.shape})")
-    dtype = tensor.dtype.base_dtype
-    if not (dtype.is_floating or dtype.is_integer or dtype == tf.bool):
-        raise ValueError(f"{tensor.name} is a {dtype.name} tensor from outside the computation")
-    op = tensor.op
-    trainable = op.type in ("Identity", "ReadVariableOp") and _variable_of_read(op).name in trainable_variables
-    return Substitute(tensor.name, tuple(tensor.shape.as_list()), dtype, trainable)
-
-
-def copy_region(region: Region, objectives: Sequence[tf.Tensor]) -> RegionCopy:
-    """The standalone copy of ``region`` computing ``objectives`` (float tensors) and the region's sinks.
-
-    Raises:
-      ValueError: when the copy cannot stand alone (TF1 control flow, function calls, an outside
-        input without a static shape or of a type a random variable cannot stand for).
-    """
-    trainable_variables = {v.op.name for v in region.graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
-    roots: List[tf.Operation] = []
-    for op in [t.op for t in objectives] + _sinks(region):
-        roots.extend([op] if not _outside(op) else [t.op for t in op.inputs if not _outside(t.op)])
-    kept: Dict[str, tf.Operation] = {}
-    substitutes: Dict[str, Substitute] = {}
-    stack = list(roots)
-    while stack:
-        op = stack.pop()
-        if op.name in kept:
-            continue
-        if op._get_control_flow_context() is not None or op.type in FUNCTION_OP_TYPES:
-            raise ValueError(f"{op.name} ({op.type}) runs inside control flow or a function")
-        kept[op.name] = op
-        for tensor in op.inputs:
-            if _outside(tensor.op):
-                substitutes.setdefault(tensor.name, _substitute(tensor, trainable_variables))
-            else:
-                stack.append(tensor.op)
-        stack.extend(c for c in op.control_inputs if not _outside(c))
-    graph_def = graph_pb2.GraphDef()
-    graph_def.versions.CopyFrom(region.graph.graph_def_versions)
-    for op in region.ops:
-        if op.name not in kept:
-            continue
-        node = graph_def.node.add()
-        node.CopyFrom(op.node_def)
-        node.ClearField("device")
-        if "_class" in node.attr:
-            del node.attr["_class"]
-        inputs = [name for name in node.input if not name.startswith("^") or name[1:] in kept]
-        del node.input[:]
-        node.input.extend(inputs)
-    sinks = tuple(sorted({op.name for op in roots}))
-    return RegionCopy(graph_def, tuple(substitutes[name] for name in sorted(substitutes)),
-                      tuple(t.name for t in objectives), sinks)
+    COMPARE = "step"
+    CHECK = "check"
 
 
 @dataclasses.dataclass
@@ -201,16 +105,58 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candi
 
 
 def time_candidate_steps(copy: RegionCopy, config: PaintConfig, candidates: Sequence[Candidate],
-                         target: MeasuringTarget = MeasuringTarget(), warmup: int = 2, runs: int = 7,
+                         options: PlacementOptions = PlacementOptions(), runs: int = 7,
                          reference: int = 0) -> List[Optional[Timed]]:
-    """One step of each candidate timed in ``runs`` interleaved rounds: its fastest milliseconds and the
-    noise of comparing it with candidate ``reference``; None for one that fails to run."""
+    """One step of each candidate timed in ``runs`` interleaved rounds (after ``options.step_warmup``
+    untimed ones, on ``options.target``): its fastest milliseconds and the noise of comparing it with
+    candidate ``reference``; None for one that fails to run."""
     steps: List[CandidateStep] = []
     try:
         for candidate in candidates:
-            steps.append(build_candidate_step(copy, config, candidate, target))
-        rounds = interleaved_ms([step.session.make_callable(step.target) for step in steps], warmup, runs)
+            steps.append(build_candidate_step(copy, config, candidate, options.target))
+        rounds = interleaved_ms([step.session.make_callable(step.target) for step in steps], options.step_warmup, runs)
         return timed_against(rounds, reference)
     finally:
         for step in steps:
             step.session.close()
+
+
+def step_runs(context: SearchContext, candidates: Sequence[Candidate]) -> int:
+    """Timed rounds that fit ``options.step_timing_ms`` for all candidates, within the options' bounds."""
+    options = context.options
+    longest_ms = max(context.estimate(c) for c in candidates)
+    fitting = options.step_timing_ms / (longest_ms * len(candidates) or 1.0)
+    return int(min(options.max_step_runs, max(options.min_step_runs, fitting)))
+
+
+def steps_timed(context: SearchContext, candidates: Sequence[Candidate], reference: int,
+                batch: StepBatch) -> Optional[List[Optional[Timed]]]:
+    """Each candidate's whole step and its noise against candidate ``reference``; None (with a warning)
+    when timing failed or no region copy exists.
+
+    From the cache when all are there; if one is missing, all are timed again in the same rounds,
+    so that they are compared under the same load. A candidate whose step does not run is None.
+    """
+    copy, options = context.copy, context.options
+    if copy is None:
+        return None
+    digest = copy.digest()
+    keys = [f"{batch.value}|{digest}|"
+            + hashlib.sha1("|".join(sorted(context.estimate.painted(c)[1])).encode()).hexdigest()[:20]
+            for c in candidates]
+    stored = [context.cache.get(key) for key in keys]
+    if all(value and len(value) == 2 for value in stored):
+        return [Timed(*value) for value in stored]
+    runs = step_runs(context, candidates)
+    measure = options.measure_steps or (lambda timed, base: time_candidate_steps(
+        copy, context.config, timed, options, runs=runs, reference=base))
+    try:
+        times = measure(candidates, reference)
+    except _STEP_ERRORS as error:
+        warnings.warn(f"placement: timing whole steps failed ({type(error).__name__}: {error}); deciding on "
+                      "the per-op estimate.", stacklevel=3)
+        return None
+    if not any(times):
+        warnings.warn("placement: no candidate's whole step ran; deciding on the per-op estimate.", stacklevel=3)
+    context.cache.add({key: [timed.ms, timed.noise] for key, timed in zip(keys, times) if timed})
+    return list(times)

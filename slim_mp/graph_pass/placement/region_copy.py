@@ -1,0 +1,143 @@
+"""A standalone copy of the region, for timing whole training steps of candidate placements.
+
+The per-op estimate (``estimate``) adds up the allow ops and the casts. It leaves out what goes
+low around them (batch norm, activations, pooling, dropout), oneDNN's layout reorders and how the
+ops overlap, and on small networks these decide: cifarnet's fully connected layers are each faster
+in bfloat16, yet the estimate kept them float32. So when several placements are close by the
+estimate, each is applied to its own copy of the region and the copies' steps are timed against
+each other (``whole_steps``).
+
+A copy holds the region's ops with their shapes and attributes, minus what lies outside the
+computation: variable reads and input ops (``Placeholder``, ``IteratorGetNext``, ...) become
+random variables of the same shapes and types (``Substitute``), and stateful ops other than random
+numbers (variable updates, readers) are left out, their inputs still computed.
+"""
+
+import dataclasses
+import hashlib
+import warnings
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
+
+from slim_mp.graph_pass.op_classes import FUNCTION_OP_TYPES, RANDOM_OP_TYPES, SOURCE_OP_TYPES
+from slim_mp.graph_pass.paint import is_variable_read
+from slim_mp.graph_pass.region import Region
+
+# Source ops a copy keeps: constants, and defaults it can compute itself.
+_KEPT_SOURCE_TYPES = frozenset({"Const", "PlaceholderWithDefault"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Substitute:
+    """A tensor from outside the copied computation, replaced by a random variable of its shape and type."""
+
+    tensor_name: str
+    shape: Tuple[int, ...]
+    dtype: tf.DType
+    trainable: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionCopy:
+    """A standalone copy of a region: its ops, what replaces their outside inputs, what one step computes."""
+
+    graph_def: graph_pb2.GraphDef
+    substitutes: Tuple[Substitute, ...]
+    objectives: Tuple[str, ...]
+    sinks: Tuple[str, ...]
+
+    def digest(self) -> str:
+        """A stable key of the copy (ops, attributes, shapes, substitutes) for the timing cache."""
+        content = hashlib.sha1(self.graph_def.SerializeToString(deterministic=True))
+        content.update(repr([(s.tensor_name, s.shape, s.dtype.name, s.trainable) for s in self.substitutes]).encode())
+        content.update(repr((self.objectives, self.sinks)).encode())
+        return content.hexdigest()[:20]
+
+
+def _variable_of_read(op: tf.Operation) -> tf.Operation:
+    return op.inputs[0].op
+
+
+def _outside(op: tf.Operation) -> bool:
+    """Whether ``op`` lies outside the copied computation (its outputs become substitutes, if used)."""
+    if is_variable_read(op) or op.type in SOURCE_OP_TYPES - _KEPT_SOURCE_TYPES:
+        return True
+    return op.op_def.is_stateful and op.type not in RANDOM_OP_TYPES
+
+
+def _sinks(region: Region) -> List[tf.Operation]:
+    """The region's ops nothing in the region consumes (the fetches and the update ops)."""
+    consumed = {t.op for op in region.ops for t in op.inputs} | {c for op in region.ops for c in op.control_inputs}
+    return [op for op in region.ops if op not in consumed]
+
+
+def _substitute(tensor: tf.Tensor, trainable_variables: Set[str]) -> Substitute:
+    if not tensor.shape.is_fully_defined():
+        raise ValueError(f"{tensor.name} has no static shape ({tensor.shape})")
+    dtype = tensor.dtype.base_dtype
+    if not (dtype.is_floating or dtype.is_integer or dtype == tf.bool):
+        raise ValueError(f"{tensor.name} is a {dtype.name} tensor from outside the computation")
+    op = tensor.op
+    trainable = op.type in ("Identity", "ReadVariableOp") and _variable_of_read(op).name in trainable_variables
+    return Substitute(tensor.name, tuple(tensor.shape.as_list()), dtype, trainable)
+
+
+def copy_region(region: Region, objectives: Sequence[tf.Tensor]) -> RegionCopy:
+    """The standalone copy of ``region`` computing ``objectives`` (float tensors) and the region's sinks.
+
+    Raises:
+      ValueError: when the copy cannot stand alone (TF1 control flow, function calls, an outside
+        input without a static shape or of a type a random variable cannot stand for).
+    """
+    trainable_variables = {v.op.name for v in region.graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
+    roots: List[tf.Operation] = []
+    for op in [t.op for t in objectives] + _sinks(region):
+        roots.extend([op] if not _outside(op) else [t.op for t in op.inputs if not _outside(t.op)])
+    kept: Dict[str, tf.Operation] = {}
+    substitutes: Dict[str, Substitute] = {}
+    stack = list(roots)
+    while stack:
+        op = stack.pop()
+        if op.name in kept:
+            continue
+        if op._get_control_flow_context() is not None or op.type in FUNCTION_OP_TYPES:
+            raise ValueError(f"{op.name} ({op.type}) runs inside control flow or a function")
+        kept[op.name] = op
+        for tensor in op.inputs:
+            if _outside(tensor.op):
+                substitutes.setdefault(tensor.name, _substitute(tensor, trainable_variables))
+            else:
+                stack.append(tensor.op)
+        stack.extend(c for c in op.control_inputs if not _outside(c))
+    graph_def = graph_pb2.GraphDef()
+    graph_def.versions.CopyFrom(region.graph.graph_def_versions)
+    for op in region.ops:
+        if op.name not in kept:
+            continue
+        node = graph_def.node.add()
+        node.CopyFrom(op.node_def)
+        node.ClearField("device")
+        if "_class" in node.attr:
+            del node.attr["_class"]
+        inputs = [name for name in node.input if not name.startswith("^") or name[1:] in kept]
+        del node.input[:]
+        node.input.extend(inputs)
+    sinks = tuple(sorted({op.name for op in roots}))
+    return RegionCopy(graph_def, tuple(substitutes[name] for name in sorted(substitutes)),
+                      tuple(t.name for t in objectives), sinks)
+
+
+def copy_for_timing(region: Region, objectives: Sequence[tf.Tensor]) -> Tuple[Optional[RegionCopy], str]:
+    """(the standalone copy of ``region``, "") or (None, why it cannot be copied), with a warning.
+
+    Without a copy no whole step is timed: the search decides on the per-op estimate and the
+    chosen placement goes unchecked (``step_check.not_checked`` records why).
+    """
+    try:
+        return copy_region(region, objectives), ""
+    except ValueError as error:
+        warnings.warn(f"placement: cannot time whole steps ({error}); deciding on the per-op estimate.",
+                      stacklevel=3)
+        return None, f"the region cannot be copied ({error})"

@@ -1,0 +1,31 @@
+"""The noise rule (``noise``): a difference counts only beyond both the floor and the measured noise."""
+
+from slim_mp.graph_pass.placement import PlacementOptions
+from slim_mp.graph_pass.placement.noise import NoiseVerdict, is_noise, noise_bound, win_verdict
+
+
+def test_the_noise_rule_takes_the_larger_of_the_floor_and_the_measured_noise():
+    options = PlacementOptions(noise_fraction=0.01)
+    assert options.is_noise(9.95, 10.0) and not options.is_noise(9.8, 10.0)
+    assert options.is_noise(9.5, 10.0, measured_noise=0.07) and not options.is_noise(9.5, 10.0, measured_noise=0.03)
+    assert options.win_verdict("bfloat16", 0.52, 0.55, 0.07) == NoiseVerdict(
+        False, "bfloat16 0.520 ms vs float32 0.550 ms: a 5.8% win is inside this machine's measured noise of 7.0%")
+    assert options.win_verdict("bfloat16", 0.52, 0.55, 0.005) == NoiseVerdict(
+        True, "bfloat16 0.520 ms vs float32 0.550 ms: a 5.8% win, beyond the 1.0% noise floor (measured noise 0.5%)")
+
+
+def test_the_bound_is_the_larger_of_floor_and_measured_noise_and_the_edge_is_noise():
+    assert noise_bound(0.01, 0.0) == 0.01 and noise_bound(0.01, 0.04) == 0.04
+    assert is_noise(10.0, 10.1, floor=0.01), "exactly the floor is still noise"
+    assert not is_noise(10.0, 10.2, floor=0.01)
+
+
+def test_a_slower_low_time_never_wins_and_says_how_much_slower():
+    verdict = win_verdict("bfloat16", 12.0, 10.0, floor=0.01)
+    assert verdict == NoiseVerdict(False, "bfloat16 12.000 ms vs float32 10.000 ms: 20% slower")
+
+
+def test_a_win_inside_the_floor_names_the_floor():
+    verdict = win_verdict("bfloat16", 9.95, 10.0, floor=0.01, measured_noise=0.002)
+    assert not verdict.wins
+    assert verdict.sentence.endswith("a 0.5% win is inside the 1.0% noise floor (measured noise 0.2%)")

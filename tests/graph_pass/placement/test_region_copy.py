@@ -1,0 +1,68 @@
+"""The standalone copy of a region (``region_copy``): faithful and complete, or refused with the reason.
+
+Nothing here depends on this machine's speed: the tests check what the copies contain.
+"""
+
+import pytest
+import tensorflow as tf
+
+from slim_mp.graph_pass.placement.region_copy import copy_region
+from slim_mp.graph_pass.region import select_region
+
+from .fakes import FakeMeasure, refuse_steps, measured_rewrite, CLOSE_CALL, conv_then_while_loop, small_net, copy_of
+
+tf1 = tf.compat.v1
+
+
+def test_copy_replaces_inputs_and_variable_reads_and_marks_the_trainable_ones():
+    graph, loss, _ = small_net()
+    ops_before = len(graph.get_operations())
+    copy = copy_of(graph, loss)
+    assert len(graph.get_operations()) == ops_before, "copying must not touch the user's graph"
+    by_source = {s.tensor_name.split(":")[0]: s for s in copy.substitutes}
+    assert by_source["images"].shape == (4, 8, 8, 3) and not by_source["images"].trainable
+    assert by_source["labels"].dtype == tf.int64
+    trainable = {s.tensor_name for s in copy.substitutes if s.trainable}
+    with graph.as_default():
+        names = {v.op.name for v in tf1.trainable_variables()}
+    read_variables = {graph.get_tensor_by_name(name).op.inputs[0].op.name for name in trainable}
+    assert read_variables == names and len(names) == 4  # conv weights, batch-norm beta, fc weights and biases
+    reads = [graph.get_tensor_by_name(s.tensor_name).op for s in copy.substitutes]
+    moving = [s for s, read in zip(copy.substitutes, reads) if read.inputs and "moving_" in read.inputs[0].op.name]
+    assert moving and not any(s.trainable for s in moving), "batch-norm statistics are read, never trained"
+    assert not any(node.op.startswith("Assign") for node in copy.graph_def.node), "variable updates stay out"
+    assert any(node.op == "RandomUniform" for node in copy.graph_def.node), "dropout's random numbers stay in"
+
+
+def test_copy_digest_is_stable_and_tells_graphs_apart():
+    first, second, other = small_net(), small_net(), small_net(dropout=False)
+    assert copy_of(*first[:2]).digest() == copy_of(*second[:2]).digest()
+    assert copy_of(*first[:2]).digest() != copy_of(*other[:2]).digest()
+
+
+def test_region_inside_a_while_loop_cannot_be_copied():
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf1.placeholder(tf.float32, [2, 4])
+        _, result = tf.while_loop(lambda i, x: i < 2, lambda i, x: (i + 1, tf.matmul(x, tf.ones([4, 4]))),
+                                  [0, images])
+        loss = tf.reduce_mean(result)
+        region = select_region(loss)
+    with pytest.raises(ValueError, match="inside control flow or a function"):
+        copy_region(region, [loss])
+
+
+def test_input_without_a_static_shape_cannot_be_copied():
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf1.placeholder(tf.float32, [None, 4], name="images")
+        loss = tf.reduce_mean(tf.matmul(images, tf.ones([4, 4])))
+        region = select_region(loss)
+    with pytest.raises(ValueError, match="images:0 has no static shape"):
+        copy_region(region, [loss])
+
+
+def test_a_region_that_cannot_be_copied_falls_back_to_the_estimate_with_a_warning(tmp_path):
+    with pytest.warns(UserWarning, match="cannot time whole steps"):
+        report = measured_rewrite(conv_then_while_loop(), tmp_path, FakeMeasure(CLOSE_CALL), measure_steps=refuse_steps)
+    assert set(report.placement.float32_ops) == {"conv0", "conv1"}, "the +20% estimate decides"

@@ -1,0 +1,94 @@
+"""The whole-step check (``step_check``): the chosen placement against all float32 and static, as
+whole steps; one golden test per verdict's sentence.
+"""
+
+import json
+
+import pytest
+
+from slim_mp.graph_pass.placement import Candidate, OpTiming, PlacementOptions, Timed
+from slim_mp.graph_pass.placement.candidate import all_float32_candidate, static_candidate
+from slim_mp.graph_pass.placement.step_check import CheckVerdict, check_batch, judge
+
+from .fakes import (FakeMeasure, refuse, refuse_steps, conv_chain, measured_rewrite, FakeSteps, conv_bias_chain,
+                    conv_then_while_loop, fast_convs_slow_steps)
+
+
+def test_the_whole_step_check_rejects_a_placement_slower_than_float32(tmp_path):
+    path = str(tmp_path / "run" / "placement.json")
+    report = fast_convs_slow_steps(tmp_path, lambda c: 10.0 if len(c.float32_ops) == 3 else 12.0,
+                                   decisions_file=path)
+    plan = report.placement
+    assert set(plan.float32_ops) == {"conv0", "conv1", "conv2"} and plan.low_ops == [] and report.ops_converted == 0
+    assert plan.check.verdict == "float32"
+    assert (plan.check.chosen_ms, plan.check.float32_ms, plan.check.static_ms) == (12.0, 10.0, 12.0)
+    assert plan.float32_ops["conv1"] == ("kept float32 by the whole-step check: the chosen bfloat16 placement "
+                                         "with 3 allow ops low 12.000 ms vs float32 10.000 ms: 20% slower")
+    assert "whole-step check: float32 (" in report.summary()
+    stored = json.load(open(path))
+    assert stored["check"]["verdict"] == "float32" and stored["check"]["float32_ms"] == 10.0
+    graph, loss = conv_chain(3)
+    again = measured_rewrite(loss, tmp_path / "elsewhere", refuse, measure_steps=refuse_steps, decisions_file=path,
+                             write_decisions=False)
+    assert again.placement.check == plan.check and again.ops_converted == 0
+
+
+def test_the_whole_step_check_falls_back_to_static_only_when_it_beats_float32(tmp_path):
+    # The search keeps the tail low (its shortlist says 8 ms); re-timed it is 10.5 ms, static 9 ms, float32 10 ms.
+    def ms_of(candidate):
+        if candidate.float32_ops:
+            return 10.0
+        return (8.0 if len(steps.asked) == 1 else 10.5) if candidate.tail_low else 9.0
+    steps = FakeSteps(ms_of)
+    graph, loss = conv_bias_chain()
+    report = measured_rewrite(loss, tmp_path, FakeMeasure({"Conv2D": OpTiming(4.0, 1.0)}, cast_ms=0.5),
+                              measure_steps=steps)
+    plan = report.placement
+    assert len(steps.asked) == 2 and plan.check.verdict == "static", plan.check
+    assert plan.tail_low is False and plan.low_ops == ["conv"] and plan.float32_ops == {}
+    assert "the static bfloat16 placement 9.000 ms vs float32 10.000 ms: a 11% win" in plan.check.reason
+
+
+def test_a_region_that_cannot_be_copied_is_reported_as_not_checked(tmp_path):
+    with pytest.warns(UserWarning, match="cannot time whole steps"):
+        report = measured_rewrite(conv_then_while_loop(), tmp_path, FakeMeasure({"Conv2D": OpTiming(4.0, 1.0)}),
+                                  measure_steps=refuse_steps)
+    check = report.placement.check
+    assert report.placement.low_ops == ["conv0", "conv1"] and check.verdict == "not checked"
+    assert check.reason.startswith("the region cannot be copied (") and "inside control flow" in check.reason
+
+
+_CHOSEN = Candidate(frozenset({"fc"}), found_as=("per op (+0%)",), reasons={"fc": "slower alone"})
+_ALL_FLOAT32 = all_float32_candidate(("conv", "fc"))
+
+
+def _judged(chosen_ms, float32_ms, static_ms, noise=0.0):
+    batch = check_batch(_CHOSEN, _ALL_FLOAT32, static_candidate())
+    return judge(batch, [Timed(chosen_ms, noise), Timed(float32_ms), Timed(static_ms)], "bfloat16",
+                 PlacementOptions())
+
+
+def test_each_verdict_keeps_its_placement_and_its_ops_reasons():
+    kept, check = _judged(8.0, 10.0, 9.0)
+    assert (kept, check.verdict) == (_CHOSEN, CheckVerdict.ACCEPTED) and kept.reasons == {"fc": "slower alone"}
+    kept, check = _judged(10.5, 10.0, 9.0)
+    assert (kept, check.verdict, kept.found_as) == (static_candidate(), "static", ("static", "whole-step check"))
+    kept, check = _judged(10.5, 10.0, 9.99)
+    assert (kept, check.verdict) == (_ALL_FLOAT32, CheckVerdict.FLOAT32)
+    assert kept.reasons["fc"] == "slower alone", "an op the chosen placement kept float32 keeps its reason"
+    assert kept.reasons["conv"].startswith("kept float32 by the whole-step check: the chosen bfloat16 placement "
+                                           "with 1 allow ops low 10.500 ms")
+
+
+def test_a_chosen_step_that_did_not_run_leaves_the_choice_unchecked():
+    batch = check_batch(_CHOSEN, _ALL_FLOAT32, static_candidate())
+    kept, check = judge(batch, [None, Timed(10.0), Timed(9.0)], "bfloat16", PlacementOptions())
+    assert kept == _CHOSEN and check.verdict == CheckVerdict.NOT_CHECKED
+    assert check.reason == "the chosen or the all-float32 step did not run; the search's choice stands unchecked"
+
+
+def test_verdicts_are_written_as_the_plain_strings_they_always_were():
+    assert [verdict.value for verdict in CheckVerdict] == ["accepted", "static", "float32", "not checked"]
+    _, check = _judged(8.0, 10.0, 9.0)
+    assert json.dumps(check.as_json()).startswith('{"verdict": "accepted", "reason": "the chosen bfloat16')
+    assert check.summary().startswith("whole-step check: accepted (the chosen bfloat16 placement")

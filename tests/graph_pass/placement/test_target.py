@@ -1,0 +1,37 @@
+"""Where the step will run (``target``): the device, the session options and the cache key."""
+
+import tensorflow as tf
+
+from slim_mp.graph_pass.placement import MeasuringTarget
+
+from .fakes import conv_chain
+
+tf1 = tf.compat.v1
+
+
+def test_the_measuring_target_is_where_the_ops_are_placed_and_keys_the_cache():
+    graph, loss = conv_chain()
+    unplaced = graph.get_operations()
+    with graph.as_default(), tf.device("/job:worker/task:0/device:GPU:1"):
+        on_gpu = tf.nn.conv2d(tf.ones([1, 4, 4, 2]), tf.ones([1, 1, 2, 2]), strides=1, padding="SAME")
+    gpu = MeasuringTarget().placed([on_gpu.op])
+    assert gpu.device == "/job:worker/task:0/device:GPU:1"
+    assert (gpu.local_device(), gpu.device_type()) == ("/device:GPU:1", "GPU"), "timing runs in this process"
+    assert MeasuringTarget(device="/device:CPU:0").placed([on_gpu.op]).device_type() == "CPU", "explicit wins"
+    assert MeasuringTarget().placed(unplaced).local_device() == ""
+    keys = {MeasuringTarget().describe(), gpu.describe(), MeasuringTarget(training=False).describe()}
+    assert len(keys) == 3, "another device, or inference, never reuses a training step's timings"
+
+
+def test_a_cluster_sessions_grappler_options_reach_the_timing_sessions_and_the_key():
+    config = tf1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:0"])
+    config.graph_options.rewrite_options.remapping = config.graph_options.rewrite_options.OFF
+    cluster = MeasuringTarget(session_config=config)
+    timing = cluster.timing_config()
+    assert timing.graph_options.rewrite_options.remapping == timing.graph_options.rewrite_options.OFF
+    assert not timing.device_filters, "a local timing session has no cluster jobs to filter"
+    assert cluster.describe() != MeasuringTarget().describe()
+    with tf.Graph().as_default() as graph:
+        total = tf.reduce_sum(tf.ones([3]))
+    with cluster.session(graph) as session:
+        assert session.run(total) == 3.0

@@ -1,0 +1,99 @@
+"""Whole training steps of candidates (``whole_steps``): what a step computes, the timing, the cache.
+
+Nothing here depends on this machine's speed: the tests check what the steps compute and contain.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, PlacementOptions, whole_steps
+from slim_mp.graph_pass.placement.whole_steps import StepBatch, build_candidate_step
+
+from .fakes import (CLOSE_CALL, CONFIG, FakeMeasure, FakeSteps, allow_names, conv_chain, copy_of,
+                    measured_rewrite, refuse, refuse_steps, small_net)
+
+tf1 = tf.compat.v1
+
+
+def test_float32_copy_computes_the_same_loss_as_the_original():
+    graph, loss, feeds = small_net(dropout=False)
+    copy = copy_of(graph, loss)
+    with tf1.Session(graph=graph) as session:
+        session.run(tf1.global_variables_initializer())
+        expected = session.run(loss, feeds)
+        values = {s.tensor_name: session.run(graph.get_tensor_by_name(s.tensor_name), feeds) for s in copy.substitutes}
+    step = build_candidate_step(copy, CONFIG, Candidate(allow_names(copy)))
+    try:
+        with step.session.graph.as_default():
+            for name, variable in step.substitutes.items():
+                variable.load(values[name], step.session)
+        computed = step.session.run(step.target)[0]
+    finally:
+        step.session.close()
+    np.testing.assert_allclose(computed, expected, rtol=1e-6)
+
+
+def test_low_candidate_computes_weight_gradients_in_low_precision_and_updates_every_weight():
+    # The gradients must reach the trainable substitutes through the low-precision ops (a painted
+    # Identity between the variable and its cast once cut them off and the step timed no backward pass).
+    graph, loss, _ = small_net()
+    copy = copy_of(graph, loss)
+    low = build_candidate_step(copy, CONFIG, Candidate(frozenset()))
+    low_graph = low.session.graph
+    low.session.close()
+    filter_gradients = [op for op in low_graph.get_operations() if op.type == "Conv2DBackpropFilter"]
+    assert [op.get_attr("T") for op in filter_gradients] == [tf.bfloat16]
+    updates = [op for op in low_graph.get_operations() if op.type == "ResourceApplyMomentum"]
+    assert len(updates) == sum(s.trainable for s in copy.substitutes)
+
+
+def test_float32_candidate_has_no_low_precision_op():
+    graph, loss, _ = small_net()
+    copy = copy_of(graph, loss)
+    step = build_candidate_step(copy, CONFIG, Candidate(allow_names(copy)))
+    step.session.close()
+    assert not [op for op in step.session.graph.get_operations() if op.name.endswith("_bf16")]
+
+
+def test_time_candidate_steps_returns_one_time_per_candidate():
+    graph, loss, _ = small_net()
+    copy = copy_of(graph, loss)
+    times = whole_steps.time_candidate_steps(
+        copy, CONFIG, [Candidate(frozenset()), Candidate(allow_names(copy)),
+                       Candidate(frozenset(), tail_low=True)], PlacementOptions(step_warmup=1), runs=3)
+    assert len(times) == 3 and all(t is not None and t.ms > 0 and t.noise >= 0 for t in times)
+    assert times[0].noise == 0.0, "the reference step has no noise against itself"
+
+
+def test_an_inference_target_times_the_forward_step_only():
+    from slim_mp.graph_pass.placement import MeasuringTarget
+
+    graph, loss, _ = small_net(dropout=False)
+    copy = copy_of(graph, loss)
+    for training, expect_updates in ((True, True), (False, False)):
+        step = build_candidate_step(copy, CONFIG, Candidate(frozenset()), MeasuringTarget(training=training))
+        types = {op.type for op in step.session.graph.get_operations()}
+        step.session.close()
+        assert ("ResourceApplyMomentum" in types) is expect_updates
+        assert any(t.endswith("Grad") or "Backprop" in t for t in types) is expect_updates
+
+
+def test_timed_steps_are_cached(tmp_path):
+    steps = FakeSteps(lambda candidate: 9.0 - len(candidate.float32_ops))
+    first = measured_rewrite(conv_chain(3)[1], tmp_path, FakeMeasure(CLOSE_CALL), measure_steps=steps)
+    again = measured_rewrite(conv_chain(3)[1], tmp_path, refuse, measure_steps=refuse_steps)
+    assert len(steps.asked) == 1
+    assert again.placement.float32_ops == first.placement.float32_ops
+
+
+def test_the_search_and_the_check_batches_are_cached_apart_under_their_old_keys(tmp_path):
+    # Estimates too close to call: the search times its shortlist, then the check times the choice again.
+    measured_rewrite(conv_chain(3)[1], tmp_path, FakeMeasure(CLOSE_CALL),
+                     measure_steps=FakeSteps(lambda candidate: 5.0 + len(candidate.float32_ops)))
+    (name,) = os.listdir(tmp_path / "cache")
+    stored = json.load(open(tmp_path / "cache" / name))["timings"]
+    batches = {key.split("|")[0] for key, value in stored.items() if len(value) == 2}
+    assert batches == {StepBatch.COMPARE.value, StepBatch.CHECK.value} == {"step", "check"}
