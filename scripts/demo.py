@@ -109,11 +109,12 @@ LARGE_MAX_ROUNDS = 10
 SPEED_SHARE = 0.08
 LARGE_SPEED_SHARE = 0.45
 # A training step (input pipeline, weight decay, progress fetches, first-step graph optimisation)
-# against the random-input benchmark step: 1.0-1.5 in the demo's runs on the 2-core AVX512-BF16 machine of docs/BENCHMARKS.md.
+# against the random-input benchmark step: 1.0-1.5 in the demo's runs on the 2-core AVX512-BF16
+# machine of docs/BENCHMARKS.md.
 TRAIN_STEP_FACTOR = 1.6
 # A cold measured placement costs about this many train steps of the timed size (micro-benchmarks,
-# whole-step candidates, the check; CifarNet at 128x128 on the 2-core AVX512-BF16 machine of docs/BENCHMARKS.md: 130 s at
-# 4 s a step), so the 128x128 timing's cost is known before it is built.
+# whole-step candidates, the check; CifarNet at 128x128 on the 2-core AVX512-BF16 machine of
+# docs/BENCHMARKS.md: 130 s at 4 s a step), so the 128x128 timing's cost is known before it is built.
 COLD_PLACEMENT_STEPS = 40
 # Seconds kept free for the table and closing the processes.
 END_MARGIN_SECONDS = 5.0
