@@ -9,11 +9,12 @@ import dataclasses
 import os
 import threading
 import time
-from typing import Callable, Dict, Iterator, Optional
+from typing import Callable, Dict, Iterator, Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
 
+from slim_mp.graph_pass import RewriteReport
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
 from slim_mp.numerics import watch_probes
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
@@ -46,15 +47,18 @@ class ClusterTaskLostError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TrainResult:
-    """How a run ended: the global step, the last loss, throughput (first step excluded), the last checkpoint.
+    """How a run ended: the global step, the last loss, throughput (first step excluded), the last checkpoint,
+    and what the graph pass did.
 
-    ``checkpoint`` is None on workers other than the chief, which write none.
+    ``checkpoint`` is None on workers other than the chief, which write none. ``rewrite_reports``: one
+    per rewritten loss (empty in float32), the objects ``--mp_report`` writes as JSON.
     """
 
     global_step: int
     loss: Optional[float]
     images_per_second: Optional[float]
     checkpoint: Optional[str]
+    rewrite_reports: Tuple[RewriteReport, ...] = ()
 
 
 def _recorded_precision(train_dir: str) -> Optional[str]:
@@ -281,6 +285,7 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
         loss=None if values is None else float(values["loss"]),
         images_per_second=throughput.run_rate(),
         checkpoint=checkpoint,
+        rewrite_reports=built.rewrite_reports,
     )
 
 

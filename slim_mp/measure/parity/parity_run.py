@@ -8,13 +8,13 @@ step's loss, loss scale and skipped-step count is recorded through the training 
 """
 
 import os
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 from absl import logging
 
 from slim_mp.datasets import DatasetSpec
 from slim_mp.devices import device_type, emulation_warning
-from slim_mp.json_files import ListOf, MappingOf, read_json_file
+from slim_mp.graph_pass import RewriteReport
 from slim_mp.measure.parity.parity_config import REFERENCE_PRECISION, ParityConfig, check_parity_config, seed_dir
 from slim_mp.measure.parity.parity_results import ParityResult, RunRecord, StepLog
 from slim_mp.training import (EvalConfig, LearningRateSettings, OptimizerSettings, PrecisionOptions, TrainConfig,
@@ -24,33 +24,25 @@ END_LEARNING_RATE_FRACTION = 0.01
 MOMENTUM = 0.9
 EVAL_BATCH_SIZE = 100
 PREPROCESSING_THREADS = 2
-# Where a mixed-precision run's graph pass writes its rewrite report (``--mp_report``), in its train_dir.
-REWRITE_REPORT_FILENAME = "rewrite_report.json"
-_REWRITE_REPORT_SCHEMA = {"reports": ListOf({"class_counts": MappingOf(MappingOf({"converted": int, "seen": int}))})}
 
 PrintLine = Callable[[str], None]
 
 
-def _precision_options(config: ParityConfig, precision: str,
-                       report_path: Optional[str] = None) -> PrecisionOptions:
-    """``precision`` with ``config.placement`` (unset: training's default).
-
-    A mixed-precision run writes its rewrite report to ``report_path`` (``--mp_report``).
-    """
+def _precision_options(config: ParityConfig, precision: str) -> PrecisionOptions:
+    """``precision`` with ``config.placement`` (unset: training's default)."""
     if precision == REFERENCE_PRECISION:
         return PrecisionOptions(precision=precision)
     placement = {} if config.placement is None else {"mp_placement": config.placement}
-    return PrecisionOptions(precision=precision, mp_report=report_path, **placement)
+    return PrecisionOptions(precision=precision, **placement)
 
 
-def lowered_allow_ops(report_path: str) -> Tuple[int, int]:
+def lowered_allow_ops(reports: Sequence[RewriteReport]) -> Tuple[int, int]:
     """(allow-list ops the pass ran low, allow-list ops it saw), summed over a run's rewrite reports.
 
-    The allow list is the conv/matmul class; ``report_path`` is the run's ``--mp_report`` JSON.
+    The allow list is the conv/matmul class; ``reports`` are the run's (``TrainResult.rewrite_reports``).
     """
-    reports = read_json_file(report_path, _REWRITE_REPORT_SCHEMA)["reports"]
-    counts = [count for report in reports for count in report["class_counts"].get("allow", {}).values()]
-    return sum(count["converted"] for count in counts), sum(count["seen"] for count in counts)
+    counts = [count for report in reports for count in report.class_counts.get("allow", {}).values()]
+    return sum(converted for converted, _ in counts), sum(seen for _, seen in counts)
 
 
 def _train_config(config: ParityConfig, train_set: DatasetSpec, seed: int, precision: str, train_dir: str,
@@ -80,7 +72,7 @@ def _train_config(config: ParityConfig, train_set: DatasetSpec, seed: int, preci
             end_learning_rate=config.learning_rate * END_LEARNING_RATE_FRACTION,
             num_epochs_per_decay=config.steps * config.batch_size / train_set.num_samples,
         ),
-        precision_options=_precision_options(config, precision, os.path.join(train_dir, REWRITE_REPORT_FILENAME)),
+        precision_options=_precision_options(config, precision),
     )
 
 
@@ -118,8 +110,7 @@ def train_and_evaluate(config: ParityConfig, train_set: DatasetSpec, split_name:
         ),
         print_line=lambda line: print_line(f"  {precision} seed {seed} eval: {line}"),
     )
-    low, seen = (None, None) if precision == REFERENCE_PRECISION else lowered_allow_ops(
-        os.path.join(train_dir, REWRITE_REPORT_FILENAME))
+    low, seen = (None, None) if precision == REFERENCE_PRECISION else lowered_allow_ops(result.rewrite_reports)
     return RunRecord(
         precision=precision,
         seed=seed,
