@@ -74,6 +74,14 @@ def test_times_and_casts_are_those_of_the_executed_ops(profile):
     assert count == 4
 
 
+def test_the_traced_critical_path_is_at_least_the_slowest_op_and_at_most_the_span(profile):
+    figures = profile.parallelism
+    # the slowest op alone is a chain; a chain's ops run one after another inside the step
+    assert max(op.micros for op in profile.ops) / 1e3 <= figures.critical_path_ms <= figures.span_ms
+    assert figures.available_parallelism >= figures.parallelism > 0
+    assert figures.critical_path_ops >= 2
+
+
 def test_the_peak_holds_the_bfloat16_copy_beside_its_float32_source():
     graph = tf.Graph()
     with graph.as_default():
@@ -116,6 +124,8 @@ def test_profile_script_writes_text_json_and_plot_for_a_training_config(tmp_path
     with open(os.path.join(output_dir, "profile.md"), encoding="utf-8") as handle:
         text = handle.read()
     assert "## Time per op type" in text and "Conv2DBackpropFilter" in text
+    assert "## Parallelism and the critical path" in text
+    assert report["mixed"]["parallelism"]["critical_path_ms"] <= report["mixed"]["parallelism"]["span_ms"]
     assert os.path.getsize(os.path.join(output_dir, "profile.png")) > 10_000
 
 

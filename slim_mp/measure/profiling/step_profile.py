@@ -7,6 +7,7 @@ not the Python graph:
 - per op: its type (the op a user built, see ``slim_mp.op_families``; the executed kernel, such as
   oneDNN's ``_MklNativeFusedConv2D``, is kept beside it), output dtype, median time over the traced steps and, for convolutions and
   matrix products (forward and both gradients), the floating-point work and the GFLOP/s achieved;
+- the traced steps' parallelism and critical path (medians, see ``step_parallelism``);
 - at the step's peak of live tensors: the tensors alive then, their dtypes and the ops that made
   them. A tensor lives from the start of the op that makes it (its output is allocated while its
   inputs are still alive) to the end of its last consumer; an output in the buffer of one of its
@@ -17,12 +18,15 @@ not the Python graph:
 """
 
 import dataclasses
+import os
 import statistics
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement.stopwatch import run_ms
+from slim_mp.measure.profiling.step_parallelism import (CAST_TYPE, StepParallelism, median_parallelism,
+                                                        step_parallelism, traced_ops)
 from slim_mp.op_families import op_family
 
 tf1 = tf.compat.v1
@@ -33,7 +37,6 @@ CONV_TYPES = frozenset({
     "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
 })
 MATMUL_TYPES = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2"})
-CAST_TYPE = "Cast"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,13 +71,14 @@ class LiveTensor:
 
 @dataclasses.dataclass
 class StepProfile:
-    """One configuration's profile: the wall time of untraced steps, every op, and the memory peak."""
+    """One configuration's profile: untraced wall time, every op, the memory peak, the traced steps' parallelism."""
 
     label: str
     step_ms: float
     ops: List[OpTime]
     peak_live_bytes: int
     live_at_peak: List[LiveTensor]
+    parallelism: Optional[StepParallelism] = None
 
     @property
     def op_ms(self) -> float:
@@ -102,7 +106,7 @@ class StepProfile:
 
 
 def profile_session_step(session: tf1.Session, fetches, label: str, traced_steps: int = 3,
-                         timed_steps: int = 5, warmup_steps: int = 2) -> StepProfile:
+                         timed_steps: int = 5, warmup_steps: int = 2, cores: Optional[int] = None) -> StepProfile:
     """Profile ``session.run(fetches)``: ``timed_steps`` untimed-by-trace steps for the wall time, then traced ones.
 
     Args:
@@ -112,6 +116,7 @@ def profile_session_step(session: tf1.Session, fetches, label: str, traced_steps
         traced_steps: steps run with ``FULL_TRACE``; each op's time is its median over them.
         timed_steps: untraced steps whose median wall time is ``step_ms`` (tracing slows a step).
         warmup_steps: untimed steps first (oneDNN primitive creation, allocator growth).
+        cores: the cores the idle time is counted against (default: those this process may use).
 
     Returns:
         The ``StepProfile``.
@@ -129,7 +134,9 @@ def profile_session_step(session: tf1.Session, fetches, label: str, traced_steps
         metadata_list.append(metadata)
     ops = executed_ops(metadata_list)
     peak_bytes, live = live_tensors_at_peak(metadata_list[-1])
-    return StepProfile(label, statistics.median(walls), ops, peak_bytes, live)
+    cores = cores or len(os.sched_getaffinity(0))
+    parallelism = median_parallelism([step_parallelism(traced_ops(metadata), cores) for metadata in metadata_list])
+    return StepProfile(label, statistics.median(walls), ops, peak_bytes, live, parallelism)
 
 
 def _node_defs(metadata: tf1.RunMetadata) -> Dict[str, tf1.NodeDef]:
