@@ -77,9 +77,11 @@ def test_a_long_independent_op_is_the_critical_path_over_a_chain_of_short_ones()
 
 
 def test_control_edges_count_and_the_path_is_listed_in_run_order():
-    length, path = critical_path(traced_ops(_metadata([
-        ("first", "Cast", 0, 40, ()), ("other", "Relu", 0, 30, ()), ("then", "Relu", 40, 50, ("^first", "other"))])))
-    assert (length, path) == (50, ["first", "then"])
+    runs = traced_ops(_metadata([
+        ("first", "Cast", 0, 40, ()), ("other", "Relu", 0, 25, ()), ("then", "Relu", 40, 50, ("^first", "other"))]))
+    assert critical_path(runs) == (50, ["first", "then"])
+    assert critical_path(runs, control_edges=False) == (40, ["first"])
+    assert step_parallelism(runs, 2).data_critical_path_ms == pytest.approx(0.040)
 
 
 def test_casts_off_the_critical_path_are_not_counted_on_it():
@@ -141,3 +143,13 @@ def test_the_report_sets_both_profiles_side_by_side():
     assert "| casts on the critical path | 1 | 0 |" in text
     figures = report.to_dict()["mixed"]["parallelism"]
     assert figures["parallelism"] == pytest.approx(1.5) and figures["idle_core_ms"] == pytest.approx(0.005)
+
+
+def test_the_median_parallelism_is_the_median_of_each_steps_ratio():
+    # parallelism 1, 2 and 3; the medians of op time (60) over span (20) would say 3
+    steps = [_figures([("a", "Relu", 0, 10, ())], cores=3),
+             _figures([(name, "Relu", 0, 100, ()) for name in "ab"], cores=3),
+             _figures([(name, "Relu", 0, 20, ()) for name in "abc"], cores=3)]
+    median = median_parallelism(steps)
+    assert (median.op_ms, median.span_ms) == (pytest.approx(0.060), pytest.approx(0.020))
+    assert median.parallelism == pytest.approx(2.0)

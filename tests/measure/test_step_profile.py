@@ -79,6 +79,7 @@ def test_the_traced_critical_path_is_at_least_the_slowest_op_and_at_most_the_spa
     # the slowest op alone is a chain; a chain's ops run one after another inside the step
     assert max(op.micros for op in profile.ops) / 1e3 <= figures.critical_path_ms <= figures.span_ms
     assert figures.available_parallelism >= figures.parallelism > 0
+    assert figures.data_critical_path_ms <= figures.critical_path_ms  # fewer edges, no longer a chain
     assert figures.critical_path_ops >= 2
 
 

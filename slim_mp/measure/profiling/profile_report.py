@@ -56,6 +56,7 @@ def _parallelism_rows(float32: StepProfile, mixed: StepProfile) -> List[str]:
     figures = (("traced step span (ms)", "span_ms", ".1f"), ("sum of op times (ms)", "op_ms", ".1f"),
                ("parallelism (op time / span)", "parallelism", ".2f"),
                ("critical path (ms)", "critical_path_ms", ".1f"), ("ops on the critical path", "critical_path_ops", ".0f"),
+               ("critical path over data edges alone (ms)", "data_critical_path_ms", ".1f"),
                ("parallelism the graph allows (op time / critical path)", "available_parallelism", ".2f"),
                (f"idle core time (ms, of {sides[0].cores} cores)", "idle_core_ms", ".1f"),
                ("no op running (ms)", "no_op_ms", ".1f"), ("one op running alone (ms)", "alone_ms", ".1f"),
@@ -63,7 +64,7 @@ def _parallelism_rows(float32: StepProfile, mixed: StepProfile) -> List[str]:
                ("cast time on the critical path (ms)", "critical_cast_ms", ".1f"))
     rows = [(title, *(format(getattr(side, name), spec) for side in sides)) for title, name, spec in figures]
     lines = ["Medians over the traced steps (tracing slows a step: ratios within a step are what to compare).", ""]
-    lines += markdown_table(("", float32.label, mixed.label), rows, "lrr")
+    lines += markdown_table(("figure", float32.label, mixed.label), rows, "lrr")
     for title, field in (("on the critical path", "critical_by_type"), ("running alone", "alone_by_type")):
         types = sorted(set(getattr(sides[0], field)) | set(getattr(sides[1], field)),
                        key=lambda name: -max(getattr(side, field).get(name, 0.0) for side in sides))

@@ -7,6 +7,9 @@ Read from one traced step's step stats and executed (partition) graphs:
 - critical path: the longest chain of ops linked by data or control edges of the executed graph,
   weighted by op time. However many cores, the step is no shorter; the sum of op times over it is
   the parallelism the graph allows (``available_parallelism``), which the scheduler can only lose.
+  The same chain over data edges alone (``data_critical_path_ms``) shows what control edges cost,
+  e.g. an optimizer's ``gate_gradients=GATE_OP``, which makes each layer's gradients wait for all
+  of the gradients of the op after it.
 - idle core time: over the span, at each instant, the cores minus the ops running then (never
   below zero), integrated. ``no_op_ms``: the instants with no op running at all (scheduling gaps).
 - alone time per op type: the instants with exactly one op running, given to that op's type:
@@ -43,6 +46,7 @@ class TracedOp:
     start_micros: int
     end_micros: int
     inputs: Tuple[str, ...] = ()
+    control_inputs: Tuple[str, ...] = ()
 
     @property
     def micros(self) -> int:
@@ -51,12 +55,19 @@ class TracedOp:
 
 @dataclasses.dataclass(frozen=True)
 class StepParallelism:
-    """The parallelism figures of one traced step (or their medians over several)."""
+    """The figures of one traced step, or each figure's median over several (ratios too: the median ratio).
+
+    ``parallelism`` is the sum of op times over the span (how many ops ran at once, on average);
+    ``available_parallelism`` the sum over the critical path (the most the graph allows).
+    """
 
     cores: int
+    parallelism: float
+    available_parallelism: float
     span_ms: float
     op_ms: float
     critical_path_ms: float
+    data_critical_path_ms: float
     critical_path_ops: int
     critical_casts: int
     critical_cast_ms: float
@@ -66,24 +77,13 @@ class StepParallelism:
     alone_by_type: Mapping[str, float]
 
     @property
-    def parallelism(self) -> float:
-        """Sum of op times over the span: how many ops ran at once, on average."""
-        return self.op_ms / self.span_ms if self.span_ms > 0 else 0.0
-
-    @property
-    def available_parallelism(self) -> float:
-        """Sum of op times over the critical path: the most the graph allows on any number of cores."""
-        return self.op_ms / self.critical_path_ms if self.critical_path_ms > 0 else 0.0
-
-    @property
     def alone_ms(self) -> float:
         """Milliseconds with exactly one op running."""
         return sum(self.alone_by_type.values())
 
     def to_dict(self) -> dict:
         """Every field and derived figure, for JSON."""
-        return dict(dataclasses.asdict(self), parallelism=self.parallelism,
-                    available_parallelism=self.available_parallelism, alone_ms=self.alone_ms)
+        return dict(dataclasses.asdict(self), alone_ms=self.alone_ms)
 
 
 def traced_ops(metadata: tf1.RunMetadata) -> List[TracedOp]:
@@ -95,9 +95,10 @@ def traced_ops(metadata: tf1.RunMetadata) -> List[TracedOp]:
             node = nodes.get(stats.node_name)
             if node is None:
                 continue
-            producers = tuple(name.lstrip("^").split(":")[0] for name in node.input)
+            data = tuple(name.split(":")[0] for name in node.input if not name.startswith("^"))
+            control = tuple(name[1:] for name in node.input if name.startswith("^"))
             runs.append(TracedOp(stats.node_name, op_family(node.op), stats.all_start_micros + stats.op_start_rel_micros,
-                                 stats.all_start_micros + stats.op_end_rel_micros, producers))
+                                 stats.all_start_micros + stats.op_end_rel_micros, data, control))
     return runs
 
 
@@ -130,15 +131,18 @@ def _topological_order(weights: Mapping[str, float], producers: Mapping[str, Set
     return order
 
 
-def critical_path(runs: Sequence[TracedOp]) -> Tuple[float, List[str]]:
-    """The longest chain of dependent ops by op time: (its microseconds, its op names in run order)."""
+def critical_path(runs: Sequence[TracedOp], control_edges: bool = True) -> Tuple[float, List[str]]:
+    """The longest chain of dependent ops by op time: (its microseconds, its op names in run order).
+
+    ``control_edges=False`` follows data edges alone.
+    """
     weights: Dict[str, float] = collections.defaultdict(float)
     first_start: Dict[str, int] = {}
     producers: Dict[str, Set[str]] = collections.defaultdict(set)
     for run in runs:
         weights[run.name] += run.micros
         first_start[run.name] = min(first_start.get(run.name, run.start_micros), run.start_micros)
-        producers[run.name].update(run.inputs)
+        producers[run.name].update(run.inputs + (run.control_inputs if control_edges else ()))
     for name in weights:
         producers[name] &= weights.keys()
         producers[name].discard(name)
@@ -191,7 +195,7 @@ def step_parallelism(runs: Sequence[TracedOp], cores: int) -> StepParallelism:
     if cores < 1:
         raise ValueError(f"cores={cores} must be at least 1.")
     if not runs:
-        return StepParallelism(cores, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, {}, {})
+        return StepParallelism(cores, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, {}, {})
     span = max(run.end_micros for run in runs) - min(run.start_micros for run in runs)
     path_micros, path = critical_path(runs)
     op_type = {run.name: run.op_type for run in runs}
@@ -203,8 +207,11 @@ def step_parallelism(runs: Sequence[TracedOp], cores: int) -> StepParallelism:
         on_path[op_type[name]] += micros[name] / 1e3
     casts = [name for name in path if op_type[name] == CAST_TYPE]
     idle, empty, alone = _sweep(runs, cores)
+    op_micros = sum(run.micros for run in runs)
     return StepParallelism(
-        cores, span / 1e3, sum(run.micros for run in runs) / 1e3, path_micros / 1e3, len(path), len(casts),
+        cores, op_micros / span if span else 0.0, op_micros / path_micros if path_micros else 0.0,
+        span / 1e3, op_micros / 1e3, path_micros / 1e3, critical_path(runs, control_edges=False)[0] / 1e3,
+        len(path), len(casts),
         sum(micros[name] for name in casts) / 1e3, idle / 1e3, empty / 1e3, _largest(on_path),
         _largest({name: value / 1e3 for name, value in alone.items()}))
 
