@@ -8,6 +8,8 @@
 - ``profile.json``: the same numbers, every op included.
 - ``profile.png``: per op type the milliseconds mixed precision saves (green) or costs (red), and
   the live bytes at the peak by dtype for both configurations.
+
+``compare_profiles`` lines a float32 profile up with a mixed-precision one per op type.
 """
 
 import dataclasses
@@ -17,12 +19,37 @@ from typing import Dict, List, Optional
 from slim_mp.json_files import write_json_atomically
 from slim_mp.markdown_table import markdown_table
 from slim_mp.measure.profiling.device_peak import DevicePeak
-from slim_mp.measure.profiling.step_profile import MATMUL_TYPES, StepProfile, TypeComparison, compare_profiles
+from slim_mp.measure.profiling.step_profile import MATMUL_TYPES, StepProfile
 
 TOP_TYPES = 15
 TOP_OPS = 12
 TOP_TENSORS = 10
 MIB = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeComparison:
+    """One op type in a float32 profile and a mixed-precision one."""
+
+    op_type: str
+    float32_ms: float
+    mixed_ms: float
+
+    @property
+    def saved_ms(self) -> float:
+        """Time mixed precision saves on this type (negative: it costs time)."""
+        return self.float32_ms - self.mixed_ms
+
+    @property
+    def speedup(self) -> Optional[float]:
+        return self.float32_ms / self.mixed_ms if self.mixed_ms > 0 and self.float32_ms > 0 else None
+
+
+def compare_profiles(float32: StepProfile, mixed: StepProfile) -> List[TypeComparison]:
+    """Per op type, the time of both profiles, largest mixed-precision share first (types of either side)."""
+    ours, theirs = mixed.by_type(), float32.by_type()
+    types = sorted(set(ours) | set(theirs), key=lambda name: -max(ours.get(name, 0.0), theirs.get(name, 0.0)))
+    return [TypeComparison(name, theirs.get(name, 0.0), ours.get(name, 0.0)) for name in types]
 
 
 def _peak_for(op_type: str, peak: Optional[DevicePeak]) -> Optional[float]:
