@@ -1,10 +1,11 @@
 """Write a float32-versus-mixed-precision step profile as text, JSON and a plot.
 
 - ``profile.md``: the step times; the traced steps' parallelism, critical path, idle core time and
-  the op types on the critical path or running alone, float32 beside mixed precision; per op type (the op a user built, whichever kernel ran it) the
-  time, share and speed-up; the casts; the slowest convolutions and matrix products with their
-  executed kernel and GFLOP/s against the device's peak; at the memory peak the live bytes by
-  dtype and the largest live tensors with the ops holding them.
+  the op types on the critical path or running alone, float32 beside mixed precision; per op
+  type (the op a user built, whichever kernel ran it) the time, share and speed-up; the casts;
+  the slowest convolutions and matrix products with their executed kernel and GFLOP/s against
+  the device's peak; at the memory peak the live bytes by dtype and the largest live tensors
+  with the ops holding them.
 - ``profile.json``: the same numbers, every op included.
 - ``profile.png``: per op type the milliseconds mixed precision saves (green) or costs (red), and
   the live bytes at the peak by dtype for both configurations.
