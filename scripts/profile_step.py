@@ -5,7 +5,9 @@
 
 Takes the training script's flags (model, data, preprocessing, optimizer, precision, loss scaling,
 placement) and builds exactly the step ``train_image_classifier.py`` would run, once in float32 and
-once in ``--precision``. Writes ``--output_dir``/profile.md (per op type: time, share, speed-up;
+once in ``--precision``. Writes ``--output_dir``/profile.md (how parallel each step ran: op time over
+the span, the critical path, idle core time, the op types on the critical path or running alone,
+the casts on it; per op type: time, share, speed-up;
 casts; GFLOP/s of convolutions and matrix products against this device's measured peak; the
 largest tensors alive at the memory peak), profile.json (every op) and profile.png.
 """

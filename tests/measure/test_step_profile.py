@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 
 from script_runs import REPO_ROOT, check_ok, run_script
-from slim_mp.measure.profiling.step_profile import StepProfile, compare_profiles, profile_session_step
+from slim_mp.measure.profiling.profile_report import compare_profiles
+from slim_mp.measure.profiling.step_profile import StepProfile, profile_interleaved, profile_session_step
 from slim_mp.op_families import op_family
 
 tf1 = tf.compat.v1
@@ -74,6 +75,15 @@ def test_times_and_casts_are_those_of_the_executed_ops(profile):
     assert count == 4
 
 
+def test_the_traced_critical_path_is_at_least_the_slowest_op_and_at_most_the_span(profile):
+    figures = profile.parallelism
+    # the slowest op alone is a chain; a chain's ops run one after another inside the step
+    assert max(op.micros for op in profile.ops) / 1e3 <= figures.critical_path_ms <= figures.span_ms
+    assert figures.available_parallelism >= figures.parallelism > 0
+    assert figures.data_critical_path_ms <= figures.critical_path_ms  # fewer edges, no longer a chain
+    assert figures.critical_path_ops >= 2
+
+
 def test_the_peak_holds_the_bfloat16_copy_beside_its_float32_source():
     graph = tf.Graph()
     with graph.as_default():
@@ -86,6 +96,27 @@ def test_the_peak_holds_the_bfloat16_copy_beside_its_float32_source():
     assert by_dtype.get("bfloat16", 0) >= 512 * 512 * 2, by_dtype
     assert by_dtype.get("float32", 0) >= 512 * 512 * 4, by_dtype
     assert profiled.peak_live_bytes == sum(tensor.bytes for tensor in profiled.live_at_peak)
+
+
+def _summed_session(build):
+    graph = tf.Graph()
+    with graph.as_default():
+        fetch = tf.reduce_sum(build(tf.random.uniform([16, 16])))
+    return tf1.Session(graph=graph), fetch
+
+
+def test_steps_profiled_taking_turns_each_keep_their_own_ops_and_label():
+    (product_session, product_fetch), (conv_session, conv_fetch) = (
+        _summed_session(lambda x: tf.matmul(x, x)),
+        _summed_session(lambda x: tf.nn.conv2d(x[None, :, :, None], tf.ones([3, 3, 1, 2]), 1, "SAME")))
+    with product_session, conv_session:
+        product, convolution = profile_interleaved(
+            [(product_session, product_fetch, "product"), (conv_session, conv_fetch, "convolution")],
+            traced_steps=2, timed_steps=1, warmup_steps=0)
+    assert (product.label, convolution.label) == ("product", "convolution")
+    assert "MatMul" in product.by_type() and "Conv2D" not in product.by_type()
+    assert "Conv2D" in convolution.by_type() and "MatMul" not in convolution.by_type()
+    assert product.parallelism is not None and convolution.parallelism is not None
 
 
 def test_comparison_reports_time_lost_as_negative_savings(profile):
@@ -116,6 +147,8 @@ def test_profile_script_writes_text_json_and_plot_for_a_training_config(tmp_path
     with open(os.path.join(output_dir, "profile.md"), encoding="utf-8") as handle:
         text = handle.read()
     assert "## Time per op type" in text and "Conv2DBackpropFilter" in text
+    assert "## Parallelism and the critical path" in text
+    assert report["mixed"]["parallelism"]["critical_path_ms"] <= report["mixed"]["parallelism"]["span_ms"]
     assert os.path.getsize(os.path.join(output_dir, "profile.png")) > 10_000
 
 

@@ -1,12 +1,16 @@
 """Write a float32-versus-mixed-precision step profile as text, JSON and a plot.
 
-- ``profile.md``: the step times; per op type (the op a user built, whichever kernel ran it) the
-  time, share and speed-up; the casts; the slowest convolutions and matrix products with their
-  executed kernel and GFLOP/s against the device's peak; at the memory peak the live bytes by
-  dtype and the largest live tensors with the ops holding them.
+- ``profile.md``: the step times; the traced steps' parallelism, critical path, idle core time and
+  the op types on the critical path or running alone, float32 beside mixed precision; per op
+  type (the op a user built, whichever kernel ran it) the time, share and speed-up; the casts;
+  the slowest convolutions and matrix products with their executed kernel and GFLOP/s against
+  the device's peak; at the memory peak the live bytes by dtype and the largest live tensors
+  with the ops holding them.
 - ``profile.json``: the same numbers, every op included.
 - ``profile.png``: per op type the milliseconds mixed precision saves (green) or costs (red), and
   the live bytes at the peak by dtype for both configurations.
+
+``compare_profiles`` lines a float32 profile up with a mixed-precision one per op type.
 """
 
 import dataclasses
@@ -16,12 +20,37 @@ from typing import Dict, List, Optional
 from slim_mp.json_files import write_json_atomically
 from slim_mp.markdown_table import markdown_table
 from slim_mp.measure.profiling.device_peak import DevicePeak
-from slim_mp.measure.profiling.step_profile import MATMUL_TYPES, StepProfile, TypeComparison, compare_profiles
+from slim_mp.measure.profiling.step_profile import MATMUL_TYPES, StepProfile
 
 TOP_TYPES = 15
 TOP_OPS = 12
 TOP_TENSORS = 10
 MIB = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeComparison:
+    """One op type in a float32 profile and a mixed-precision one."""
+
+    op_type: str
+    float32_ms: float
+    mixed_ms: float
+
+    @property
+    def saved_ms(self) -> float:
+        """Time mixed precision saves on this type (negative: it costs time)."""
+        return self.float32_ms - self.mixed_ms
+
+    @property
+    def speedup(self) -> Optional[float]:
+        return self.float32_ms / self.mixed_ms if self.mixed_ms > 0 and self.float32_ms > 0 else None
+
+
+def compare_profiles(float32: StepProfile, mixed: StepProfile) -> List[TypeComparison]:
+    """Per op type, the time of both profiles, largest mixed-precision share first (types of either side)."""
+    ours, theirs = mixed.by_type(), float32.by_type()
+    types = sorted(set(ours) | set(theirs), key=lambda name: -max(ours.get(name, 0.0), theirs.get(name, 0.0)))
+    return [TypeComparison(name, theirs.get(name, 0.0), ours.get(name, 0.0)) for name in types]
 
 
 def _peak_for(op_type: str, peak: Optional[DevicePeak]) -> Optional[float]:
@@ -47,6 +76,32 @@ def _heavy_op_rows(profile: StepProfile, peak: Optional[DevicePeak]) -> List[str
     return markdown_table(("op", "type", "kernel", "dtype", "ms", "GFLOP/s", "of peak"), rows, "llllrrr")
 
 
+def _parallelism_rows(float32: StepProfile, mixed: StepProfile) -> List[str]:
+    """Both profiles' parallelism side by side, then the op types on the critical path and running alone."""
+    sides = [profile.parallelism for profile in (float32, mixed)]
+    if None in sides:
+        return []
+    figures = (("traced step span (ms)", "span_ms", ".1f"), ("sum of op times (ms)", "op_ms", ".1f"),
+               ("parallelism (op time / span)", "parallelism", ".2f"),
+               ("critical path (ms)", "critical_path_ms", ".1f"), ("ops on the critical path", "critical_path_ops", ".0f"),
+               ("critical path over data edges alone (ms)", "data_critical_path_ms", ".1f"),
+               ("parallelism the graph allows (op time / critical path)", "available_parallelism", ".2f"),
+               (f"idle core time (ms, of {sides[0].cores} cores)", "idle_core_ms", ".1f"),
+               ("no op running (ms)", "no_op_ms", ".1f"), ("one op running alone (ms)", "alone_ms", ".1f"),
+               ("casts on the critical path", "critical_casts", ".0f"),
+               ("cast time on the critical path (ms)", "critical_cast_ms", ".1f"))
+    rows = [(title, *(format(getattr(side, name), spec) for side in sides)) for title, name, spec in figures]
+    lines = ["Medians over the traced steps (tracing slows a step: ratios within a step are what to compare).", ""]
+    lines += markdown_table(("figure", float32.label, mixed.label), rows, "lrr")
+    for title, field in (("on the critical path", "critical_by_type"), ("running alone", "alone_by_type")):
+        types = sorted(set(getattr(sides[0], field)) | set(getattr(sides[1], field)),
+                       key=lambda name: -max(getattr(side, field).get(name, 0.0) for side in sides))
+        type_rows = [(name, *(f"{getattr(side, field).get(name, 0.0):.1f}" for side in sides)) for name in types]
+        lines += ["", f"Milliseconds per op type {title}:", ""]
+        lines += markdown_table(("op type", float32.label, mixed.label), type_rows, "lrr")
+    return lines
+
+
 def _memory_rows(profile: StepProfile) -> List[str]:
     summary = (f"{profile.label}: {profile.peak_live_bytes / MIB:.1f} MiB of step tensors alive at the peak; by dtype: "
                + ", ".join(f"{dtype} {size / MIB:.1f} MiB" for dtype, size in profile.live_bytes_by_dtype().items()))
@@ -70,6 +125,9 @@ def _markdown(title: str, float32: StepProfile, mixed: StepProfile, peaks: Dict[
         emulated = " (emulated on this device, measured on small shapes)" if peak.emulated else ""
         lines.append(f"- device peak, {precision}: conv {peak.conv_gflops:.1f} GFLOP/s, "
                      f"matmul {peak.matmul_gflops:.1f} GFLOP/s{emulated}")
+    parallelism = _parallelism_rows(float32, mixed)
+    if parallelism:
+        lines += ["", "## Parallelism and the critical path", ""] + parallelism
     lines += ["", "## Time per op type", ""] + _type_rows(comparisons, mixed)
     lost = [row for row in comparisons if row.saved_ms < 0]
     if lost:
@@ -89,6 +147,7 @@ def _json(title: str, float32: StepProfile, mixed: StepProfile, peaks: Dict[str,
         count, cast_ms = profile.casts()
         return {"label": profile.label, "step_ms": profile.step_ms, "op_ms": profile.op_ms,
                 "casts": count, "cast_ms": cast_ms, "by_type_ms": profile.by_type(),
+                "parallelism": profile.parallelism.to_dict() if profile.parallelism else None,
                 "peak_live_bytes": profile.peak_live_bytes, "live_bytes_by_dtype": profile.live_bytes_by_dtype(),
                 "live_at_peak": [dataclasses.asdict(t) for t in profile.live_at_peak],
                 "ops": [dict(dataclasses.asdict(op), gflops_per_second=op.gflops_per_second) for op in profile.ops]}

@@ -2,19 +2,21 @@
 
 The step is built by the training script's own graph builder from a ``TrainConfig`` (same model,
 data, input pipeline, optimizer, loss scaling and placement), run in a session configured as
-training configures it, and profiled with ``step_profile``. Nothing is written to
-the user's ``--train_dir``: each configuration gets a scratch one under the output folder (where a
-measured placement keeps its ``placement.json``).
+training configures it, and profiled with ``step_profile``. Both steps are built first and then
+run taking turns, step by step, so that load from other processes falls on both alike. Nothing
+is written to the user's ``--train_dir``: each configuration gets a scratch one under the output
+folder (where a measured placement keeps its ``placement.json``).
 """
 
+import contextlib
 import dataclasses
 import os
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional, Tuple
 
 import tensorflow as tf
 
 from slim_mp.distribute import ClusterLayout
-from slim_mp.measure.profiling.step_profile import StepProfile, profile_session_step
+from slim_mp.measure.profiling.step_profile import StepProfile, profile_interleaved
 from slim_mp.training import TrainConfig, build_train_graph, check_train_config
 
 tf1 = tf.compat.v1
@@ -35,9 +37,9 @@ def with_precision(config: TrainConfig, precision: str, scratch_dir: str) -> Tra
     return dataclasses.replace(config, precision_options=options, train_dir=os.path.join(scratch_dir, precision))
 
 
-def profile_train_step(config: TrainConfig, steps: ProfileSteps = ProfileSteps(),
-                       progress: Optional[Callable[[str], None]] = None) -> StepProfile:
-    """Build ``config``'s training graph (one process, no cluster) and profile one step of it."""
+@contextlib.contextmanager
+def opened_train_step(config: TrainConfig) -> Iterator[Tuple[tf1.Session, tf.Tensor, str]]:
+    """Build ``config``'s training graph (one process, no cluster): (its initialised session, the step's fetch, label)."""
     layout = ClusterLayout()
     os.makedirs(config.train_dir, exist_ok=True)
     built = build_train_graph(config, layout)
@@ -49,14 +51,11 @@ def profile_train_step(config: TrainConfig, steps: ProfileSteps = ProfileSteps()
             session.run(built.session_ops.local_init)
             if built.input_feed is not None:
                 built.input_feed.initialize(session)
-            if progress:
-                progress(f"{label}: profiling {steps.traced} traced steps after {steps.warmup + steps.timed} untraced")
-            return profile_session_step(session, built.progress["loss"], label, traced_steps=steps.traced,
-                                        timed_steps=steps.timed, warmup_steps=steps.warmup)
+            yield session, built.progress["loss"], label
 
 
 def profile_both(config: TrainConfig, scratch_dir: str, steps: ProfileSteps = ProfileSteps(),
-                 progress: Optional[Callable[[str], None]] = None):
+                 progress: Optional[Callable[[str], None]] = None) -> Tuple[StepProfile, StepProfile]:
     """The float32 profile and the mixed-precision one of ``config`` (whose precision must be low).
 
     Raises:
@@ -67,7 +66,12 @@ def profile_both(config: TrainConfig, scratch_dir: str, steps: ProfileSteps = Pr
     precision = config.precision_options.precision
     if precision == "float32":
         raise ValueError("--precision=float32 has nothing to compare against; pass --precision=bfloat16 or float16.")
-    reference = profile_train_step(with_precision(config, "float32", scratch_dir), steps, progress)
-    mixed = profile_train_step(with_precision(config, precision, scratch_dir), steps, progress)
+    with contextlib.ExitStack() as stack:
+        opened = [stack.enter_context(opened_train_step(with_precision(config, name, scratch_dir)))
+                  for name in ("float32", precision)]
+        if progress:
+            progress(f"float32 and {precision} taking turns: {steps.traced} traced steps each after "
+                     f"{steps.warmup + steps.timed} untraced")
+        reference, mixed = profile_interleaved(opened, traced_steps=steps.traced, timed_steps=steps.timed,
+                                               warmup_steps=steps.warmup)
     return reference, mixed
-

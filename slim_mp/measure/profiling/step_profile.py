@@ -7,22 +7,26 @@ not the Python graph:
 - per op: its type (the op a user built, see ``slim_mp.op_families``; the executed kernel, such as
   oneDNN's ``_MklNativeFusedConv2D``, is kept beside it), output dtype, median time over the traced steps and, for convolutions and
   matrix products (forward and both gradients), the floating-point work and the GFLOP/s achieved;
+- the traced steps' parallelism and critical path (medians, see ``step_parallelism``);
 - at the step's peak of live tensors: the tensors alive then, their dtypes and the ops that made
   them. A tensor lives from the start of the op that makes it (its output is allocated while its
   inputs are still alive) to the end of its last consumer; an output in the buffer of one of its
   op's inputs (TensorFlow's forwarding) extends that buffer instead of counting twice. This is an estimate of the step's own tensors (activations kept for the
   backward pass, gradients, temporaries), not of the allocator's bookkeeping or the variables.
 
-``compare_profiles`` lines a float32 profile up with a mixed-precision one per op type.
+``profile_interleaved`` profiles several steps (float32 and mixed precision) taking turns.
 """
 
 import dataclasses
+import os
 import statistics
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement.stopwatch import run_ms
+from slim_mp.measure.profiling.step_parallelism import (CAST_TYPE, StepParallelism, median_parallelism,
+                                                        step_parallelism, traced_ops)
 from slim_mp.op_families import op_family
 
 tf1 = tf.compat.v1
@@ -33,7 +37,6 @@ CONV_TYPES = frozenset({
     "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
 })
 MATMUL_TYPES = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2"})
-CAST_TYPE = "Cast"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,13 +71,14 @@ class LiveTensor:
 
 @dataclasses.dataclass
 class StepProfile:
-    """One configuration's profile: the wall time of untraced steps, every op, and the memory peak."""
+    """One configuration's profile: untraced wall time, every op, the memory peak, the traced steps' parallelism."""
 
     label: str
     step_ms: float
     ops: List[OpTime]
     peak_live_bytes: int
     live_at_peak: List[LiveTensor]
+    parallelism: Optional[StepParallelism] = None
 
     @property
     def op_ms(self) -> float:
@@ -101,35 +105,50 @@ class StepProfile:
         return len(casts), sum(op.micros for op in casts) / 1e3
 
 
-def profile_session_step(session: tf1.Session, fetches, label: str, traced_steps: int = 3,
-                         timed_steps: int = 5, warmup_steps: int = 2) -> StepProfile:
-    """Profile ``session.run(fetches)``: ``timed_steps`` untimed-by-trace steps for the wall time, then traced ones.
+def profile_interleaved(steps: Sequence[Tuple[tf1.Session, Any, str]], traced_steps: int = 3, timed_steps: int = 5,
+                        warmup_steps: int = 2, cores: Optional[int] = None) -> List[StepProfile]:
+    """Profile several steps taking turns, step by step, so that load from other processes falls on each alike.
 
     Args:
-        session: a session whose variables are initialised and whose inputs are ready.
-        fetches: what one training step runs (e.g. the train op).
-        label: the configuration's name in reports (``float32``, ``bfloat16``).
+        steps: (session, fetches, label) of each step: an initialised session with its inputs
+            ready, what one step runs (e.g. the train op), its name in reports (``float32``, ``bfloat16``).
         traced_steps: steps run with ``FULL_TRACE``; each op's time is its median over them.
         timed_steps: untraced steps whose median wall time is ``step_ms`` (tracing slows a step).
         warmup_steps: untimed steps first (oneDNN primitive creation, allocator growth).
+        cores: the cores the idle time is counted against (default: those this process may use).
 
     Returns:
-        The ``StepProfile``.
+        One ``StepProfile`` per step, in the order given.
     """
     if traced_steps < 1 or timed_steps < 1:
         raise ValueError(f"traced_steps={traced_steps} and timed_steps={timed_steps} must be at least 1.")
     for _ in range(warmup_steps):
-        session.run(fetches)
-    walls = [run_ms(lambda: session.run(fetches)) for _ in range(timed_steps)]
+        for session, fetches, _ in steps:
+            session.run(fetches)
+    walls: List[List[float]] = [[] for _ in steps]
+    for _ in range(timed_steps):
+        for index, (session, fetches, _) in enumerate(steps):
+            walls[index].append(run_ms(lambda: session.run(fetches)))
     options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE, output_partition_graphs=True)
-    metadata_list = []
+    traces: List[List[tf1.RunMetadata]] = [[] for _ in steps]
     for _ in range(traced_steps):
-        metadata = tf1.RunMetadata()
-        session.run(fetches, options=options, run_metadata=metadata)
-        metadata_list.append(metadata)
-    ops = executed_ops(metadata_list)
-    peak_bytes, live = live_tensors_at_peak(metadata_list[-1])
-    return StepProfile(label, statistics.median(walls), ops, peak_bytes, live)
+        for index, (session, fetches, _) in enumerate(steps):
+            traces[index].append(tf1.RunMetadata())
+            session.run(fetches, options=options, run_metadata=traces[index][-1])
+    cores = cores or len(os.sched_getaffinity(0))
+    profiles = []
+    for (_, _, label), step_walls, metadata_list in zip(steps, walls, traces):
+        peak_bytes, live = live_tensors_at_peak(metadata_list[-1])
+        parallelism = median_parallelism([step_parallelism(traced_ops(metadata), cores) for metadata in metadata_list])
+        profiles.append(StepProfile(label, statistics.median(step_walls), executed_ops(metadata_list), peak_bytes,
+                                    live, parallelism))
+    return profiles
+
+
+def profile_session_step(session: tf1.Session, fetches, label: str, traced_steps: int = 3,
+                         timed_steps: int = 5, warmup_steps: int = 2, cores: Optional[int] = None) -> StepProfile:
+    """Profile ``session.run(fetches)`` alone; see ``profile_interleaved`` for the arguments."""
+    return profile_interleaved([(session, fetches, label)], traced_steps, timed_steps, warmup_steps, cores)[0]
 
 
 def _node_defs(metadata: tf1.RunMetadata) -> Dict[str, tf1.NodeDef]:
@@ -283,28 +302,3 @@ def _peak(buffers: List[_Buffer]) -> Tuple[int, List[LiveTensor]]:
             peak, peak_time = live, moment
     alive = [b.tensor for b in buffers if b.born <= peak_time < b.dies or b.born == b.dies == peak_time]
     return peak, sorted(alive, key=lambda tensor: -tensor.bytes)
-
-
-@dataclasses.dataclass(frozen=True)
-class TypeComparison:
-    """One op type in a float32 profile and a mixed-precision one."""
-
-    op_type: str
-    float32_ms: float
-    mixed_ms: float
-
-    @property
-    def saved_ms(self) -> float:
-        """Time mixed precision saves on this type (negative: it costs time)."""
-        return self.float32_ms - self.mixed_ms
-
-    @property
-    def speedup(self) -> Optional[float]:
-        return self.float32_ms / self.mixed_ms if self.mixed_ms > 0 and self.float32_ms > 0 else None
-
-
-def compare_profiles(float32: StepProfile, mixed: StepProfile) -> List[TypeComparison]:
-    """Per op type, the time of both profiles, largest mixed-precision share first (types of either side)."""
-    ours, theirs = mixed.by_type(), float32.by_type()
-    types = sorted(set(ours) | set(theirs), key=lambda name: -max(ours.get(name, 0.0), theirs.get(name, 0.0)))
-    return [TypeComparison(name, theirs.get(name, 0.0), ours.get(name, 0.0)) for name in types]
