@@ -25,7 +25,8 @@ from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.options import PlacementOptions
 from slim_mp.graph_pass.placement.region_copy import RegionCopy
 from slim_mp.graph_pass.placement.target import MeasuringTarget
-from slim_mp.graph_pass.placement.stopwatch import Timed, first_values, interleaved_ms, random_variable, timed_against
+from slim_mp.graph_pass.placement.stopwatch import (StillOpen, Timed, first_values, interleaved_ms, random_variable, timed_against,
+                                                    variable_like, variables_initializer)
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import select_region
@@ -46,12 +47,13 @@ class CandidateStep:
     """One candidate's step, ready to run: ``session.run(target)`` runs forward, backward and the updates.
 
     ``target``'s first value is the first objective (the loss); ``substitutes`` maps each replaced
-    tensor's name to the variable standing in for it (load values there to reproduce a batch).
+    tensor's name to the read of the variable standing in for it (``stopwatch.load_variables`` sets
+    values there to reproduce a batch).
     """
 
     session: tf.compat.v1.Session
     target: tf.Tensor
-    substitutes: Dict[str, tf.Variable]
+    substitutes: Dict[str, tf.Tensor]
 
 
 def _apply_with_zero_rate(value: tf.Tensor, gradient) -> tf.Operation:
@@ -62,8 +64,9 @@ def _apply_with_zero_rate(value: tf.Tensor, gradient) -> tf.Operation:
     """
     if isinstance(gradient, tf.IndexedSlices):
         gradient = tf.convert_to_tensor(gradient)
-    accumulator = tf.Variable(tf.zeros(value.shape, value.dtype), trainable=False)
-    return tf.raw_ops.ResourceApplyMomentum(var=value.op.inputs[0], accum=accumulator.handle,
+    # Not zeros: grappler would fold a zeros initialiser into a constant as large as the weights.
+    accumulator = variable_like(value)
+    return tf.raw_ops.ResourceApplyMomentum(var=value.op.inputs[0], accum=accumulator.op.inputs[0],
                                             lr=tf.constant(0.0, value.dtype), grad=gradient,
                                             momentum=tf.constant(0.9, value.dtype))
 
@@ -79,8 +82,6 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candi
                 input_map[substitute.tensor_name] = random_variable(substitute.shape, substitute.dtype)
                 if substitute.trainable:
                     trainable.append(input_map[substitute.tensor_name])
-        variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
-        substitutes = {name: variables[tensor.op.inputs[0].op.name] for name, tensor in input_map.items()}
         tf.graph_util.import_graph_def(copy.graph_def, input_map=input_map, name="")
         objectives = [graph.get_tensor_by_name(name) for name in copy.objectives]
         sinks = [graph.get_operation_by_name(name) for name in copy.sinks]
@@ -98,23 +99,40 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candi
                        if gradient is not None]
         with tf.control_dependencies(updates):
             step = first_values(computed)
-        init = tf.compat.v1.global_variables_initializer()
+        init = variables_initializer()
     session = target.session(graph)
     session.run(init)
-    return CandidateStep(session, step, substitutes)
+    return CandidateStep(session, step, input_map)
+
+
+def until_settled(options: PlacementOptions, reference: int) -> StillOpen:
+    """Rounds go on for all steps while any step's verdict against step ``reference`` is not settled
+    (``PlacementOptions.settled``); a reference that did not run leaves them all to the last round."""
+
+    def still_open(times: List[List[float]]) -> List[int]:
+        everyone = list(range(len(times)))
+        if not 0 <= reference < len(times) or not times[reference]:
+            return everyone
+        settled = all(options.settled(values, times[reference]) for index, values in enumerate(times)
+                      if values and index != reference)
+        return [] if settled else everyone
+
+    return still_open
 
 
 def time_candidate_steps(copy: RegionCopy, config: PaintConfig, candidates: Sequence[Candidate],
                          options: PlacementOptions = PlacementOptions(), runs: int = 7,
                          reference: int = 0) -> List[Optional[Timed]]:
-    """One step of each candidate timed in ``runs`` interleaved rounds (after ``options.step_warmup``
-    untimed ones, on ``options.target``): its fastest milliseconds and the noise of comparing it with
-    candidate ``reference``; None for one that fails to run."""
+    """One step of each candidate timed in up to ``runs`` interleaved rounds (after ``options.step_warmup``
+    untimed ones, on ``options.target``), fewer once every step's verdict against candidate
+    ``reference`` is settled: its fastest milliseconds and the noise of comparing it with candidate
+    ``reference``; None for one that fails to run."""
     steps: List[CandidateStep] = []
     try:
         for candidate in candidates:
             steps.append(build_candidate_step(copy, config, candidate, options.target))
-        rounds = interleaved_ms([step.session.make_callable(step.target) for step in steps], options.step_warmup, runs)
+        rounds = interleaved_ms([step.session.make_callable(step.target) for step in steps], options.step_warmup,
+                                runs, until_settled(options, reference))
         return timed_against(rounds, reference)
     finally:
         for step in steps:

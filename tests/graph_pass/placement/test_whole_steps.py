@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, PlacementOptions, whole_steps
+from slim_mp.graph_pass.placement.stopwatch import load_variables
 from slim_mp.graph_pass.placement.whole_steps import StepBatch, build_candidate_step
 
 from .fakes import (CLOSE_CALL, CONFIG, FakeMeasure, FakeSteps, allow_names, conv_chain, copy_of,
@@ -27,9 +28,7 @@ def test_float32_copy_computes_the_same_loss_as_the_original():
         values = {s.tensor_name: session.run(graph.get_tensor_by_name(s.tensor_name), feeds) for s in copy.substitutes}
     step = build_candidate_step(copy, CONFIG, Candidate(allow_names(copy)))
     try:
-        with step.session.graph.as_default():
-            for name, variable in step.substitutes.items():
-                variable.load(values[name], step.session)
+        load_variables(step.session, {read: values[name] for name, read in step.substitutes.items()})
         computed = step.session.run(step.target)[0]
     finally:
         step.session.close()
@@ -97,3 +96,10 @@ def test_the_search_and_the_check_batches_are_cached_apart_under_their_old_keys(
     stored = json.load(open(tmp_path / "cache" / name))["timings"]
     batches = {key.split("|")[0] for key, value in stored.items() if len(value) == 2}
     assert batches == {StepBatch.COMPARE.value, StepBatch.CHECK.value} == {"step", "check"}
+
+
+def test_whole_step_rounds_go_on_for_all_until_every_verdict_against_the_reference_is_settled():
+    still_open = whole_steps.until_settled(PlacementOptions(noise_fraction=0.01, settle_factor=2.0), reference=1)
+    assert still_open([[6.0] * 3, [10.0] * 3, [13.0] * 3]) == [], "a clear win and a clear loss"
+    assert still_open([[6.0] * 3, [10.0] * 3, [9.9] * 3]) == [0, 1, 2], "1% apart: not settled"
+    assert still_open([[6.0] * 3, [], [9.9] * 3]) == [0, 1, 2], "a reference that did not run settles nothing"
