@@ -93,7 +93,11 @@ class PlacementOptions:
     from the third round on, when the two times compared differ, either way, by more than
     ``settle_factor`` times the noise bound (``settled``). 2: the verdict is looked at after every
     round, so a lucky round gets several chances; twice the bound leaves that room, and a margin
-    that large (a 1.7x faster convolution) needs no more rounds to be told.
+    that large (a 1.7x faster convolution) needs no more rounds to be told. ``reuse_factor``: the
+    whole-step check reuses the search's timing of the chosen step beside all float32 when it won
+    there by more than this many times the noise bound (``step_check.reused_check``). 4: the chosen
+    one is the fastest of up to ``max_timed_candidates`` noisy steps, flattered by about their
+    spread (one to two bounds); four leaves a win of two bounds or more once that is taken off.
     """
 
     cache_dir: Optional[str] = None
@@ -118,6 +122,7 @@ class PlacementOptions:
     max_step_runs: int = 21
     cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
     settle_factor: float = 2.0
+    reuse_factor: float = 4.0
 
     def fixed_timings_file(self) -> Optional[str]:
         """``timings_file``, else ``$SLIM_MP_TIMINGS_FILE``, else None (measure on this device)."""
