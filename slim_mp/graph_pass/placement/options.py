@@ -76,8 +76,10 @@ class PlacementOptions:
     options, training or inference); everything is timed there. ``time_steps``: time close candidates
     as whole steps and check the chosen placement as a whole step against all float32 and the
     static placement (``step_check``); False decides on the per-op estimate alone. ``warmup`` /
-    ``runs``: the micro-benchmarks' untimed runs and timed interleaved rounds; ``step_warmup``:
-    the untimed runs of each whole step (its session is already warm from building it).
+    ``runs``: the micro-benchmarks' untimed runs and timed interleaved rounds (one warm-up: the first
+    run pays oneDNN's primitive creation and the allocations, and of the timed rounds only the
+    fastest counts); ``step_warmup``: the untimed runs of each whole step (its first run pays
+    grappler and the executor).
 
     Tuning: ``low_precision_margin``: low times count this fraction more in the estimate (what goes
     low around the allow ops is not timed). ``verify_window``: candidates whose estimate is within
@@ -110,7 +112,7 @@ class PlacementOptions:
     time_steps: bool = True
     measure_steps: Optional[MeasureSteps] = None
     target: MeasuringTarget = MeasuringTarget()
-    warmup: int = 2
+    warmup: int = 1
     runs: int = 7
     step_warmup: int = 1
     low_precision_margin: float = 0.20
