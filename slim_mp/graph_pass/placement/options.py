@@ -95,7 +95,10 @@ class PlacementOptions:
     from the third round on, when the two times compared differ, either way, by more than
     ``settle_factor`` times the noise bound (``settled``). 2: the verdict is looked at after every
     round, so a lucky round gets several chances; twice the bound leaves that room, and a margin
-    that large (a 1.7x faster convolution) needs no more rounds to be told. ``reuse_factor``: the
+    that large (a 1.7x faster convolution) needs no more rounds to be told. Whole steps settle no
+    earlier than round ``settle_step_runs`` (7): their verdict is the guarantee, and the spread of
+    three ratios can be small by luck (a big network gets only ``min_step_runs`` rounds anyway).
+    ``reuse_factor``: the
     whole-step check reuses the search's timing of the chosen step beside all float32 when it won
     there by more than this many times the noise bound (``step_check.reused_check``). 4: the chosen
     one is the fastest of up to ``max_timed_candidates`` noisy steps, flattered by about their
@@ -124,6 +127,7 @@ class PlacementOptions:
     max_step_runs: int = 21
     cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
     settle_factor: float = 2.0
+    settle_step_runs: int = 7
     reuse_factor: float = 4.0
 
     def fixed_timings_file(self) -> Optional[str]:

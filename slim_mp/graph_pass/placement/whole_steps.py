@@ -38,11 +38,12 @@ class StepBatch(enum.StrEnum):
 
 def until_settled(options: PlacementOptions, reference: int) -> StillOpen:
     """Rounds go on for all steps while any step's verdict against step ``reference`` is not settled
-    (``PlacementOptions.settled``); a reference that did not run leaves them all to the last round."""
+    (``PlacementOptions.settled``), and for at least ``options.settle_step_runs`` rounds; a reference
+    that did not run leaves them all to the last round."""
 
     def still_open(times: List[List[float]]) -> List[int]:
         everyone = list(range(len(times)))
-        if not 0 <= reference < len(times) or not times[reference]:
+        if not 0 <= reference < len(times) or len(times[reference]) < options.settle_step_runs:
             return everyone
         settled = all(options.settled(values, times[reference]) for index, values in enumerate(times)
                       if values and index != reference)

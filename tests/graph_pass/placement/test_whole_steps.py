@@ -110,7 +110,9 @@ def test_the_search_and_the_check_batches_are_cached_apart_under_their_old_keys(
 
 
 def test_whole_step_rounds_go_on_for_all_until_every_verdict_against_the_reference_is_settled():
-    still_open = whole_steps.until_settled(PlacementOptions(noise_fraction=0.01, settle_factor=2.0), reference=1)
-    assert still_open([[6.0] * 3, [10.0] * 3, [13.0] * 3]) == [], "a clear win and a clear loss"
-    assert still_open([[6.0] * 3, [10.0] * 3, [9.9] * 3]) == [0, 1, 2], "1% apart: not settled"
-    assert still_open([[6.0] * 3, [], [9.9] * 3]) == [0, 1, 2], "a reference that did not run settles nothing"
+    options = PlacementOptions(noise_fraction=0.01, settle_factor=2.0, settle_step_runs=5)
+    still_open = whole_steps.until_settled(options, reference=1)
+    assert still_open([[6.0] * 5, [10.0] * 5, [13.0] * 5]) == [], "a clear win and a clear loss"
+    assert still_open([[6.0] * 4, [10.0] * 4, [13.0] * 4]) == [0, 1, 2], "not before settle_step_runs rounds"
+    assert still_open([[6.0] * 5, [10.0] * 5, [9.9] * 5]) == [0, 1, 2], "1% apart: not settled"
+    assert still_open([[6.0] * 5, [], [9.9] * 5]) == [0, 1, 2], "a reference that did not run settles nothing"
