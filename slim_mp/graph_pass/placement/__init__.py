@@ -21,8 +21,10 @@ numbered steps; each module imports only those above it):
 - ``timing_cache``: the disk cache, fixed timings files, measuring what is missing;
 - ``estimate``: a step's estimate from op and cast timings, and the connected low regions;
 - ``region_copy``: a standalone copy of the region, for timing whole steps;
+- ``candidate_step``: one candidate's whole training step built on the copy, and the pool that keeps
+  built steps open for the decision (``StepPool``);
 - ``context``: one decision's inputs as one frozen value (``SearchContext``);
-- ``whole_steps``: candidates' whole training steps built on the copy, timed side by side, cached;
+- ``whole_steps``: candidates' whole steps timed side by side until settled, cached;
 - ``search``: which candidates to compare, why each keeps its ops float32, and which wins;
 - ``step_check``: the chosen placement against all float32 and the static one, as whole steps;
 - ``plan`` / ``decisions``: the decision (``PlacementPlan``) and the decisions file that pins it;

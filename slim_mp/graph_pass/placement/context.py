@@ -2,7 +2,7 @@
 
 Built once by ``measured`` after the op timings are in, and handed to every step that times or
 judges candidates (``whole_steps``, ``step_check``), so they all see the same painting, options,
-cache, estimate and region copy.
+cache, estimate, region copy and built steps.
 """
 
 import dataclasses
@@ -10,6 +10,7 @@ from typing import FrozenSet, Optional
 
 from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, lowered_ops
+from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.estimate import Estimator
 from slim_mp.graph_pass.placement.options import PlacementOptions
 from slim_mp.graph_pass.placement.region_copy import RegionCopy
@@ -24,7 +25,8 @@ class SearchContext:
     step timings are stored; ``estimate``: the per-op estimate (with ``low_precision_margin``), its
     ``timings`` the timed allow ops; ``copy``: the region's standalone copy for whole steps, None
     when none is timed, ``why_not_copied`` then saying why (empty when steps are simply not asked
-    for); ``all_float32``: the all-float32 candidate as the search found it (with its labels).
+    for); ``all_float32``: the all-float32 candidate as the search found it (with its labels);
+    ``steps``: the copy's built steps (``StepPool``), None without a copy.
     """
 
     config: PaintConfig
@@ -34,6 +36,7 @@ class SearchContext:
     copy: Optional[RegionCopy]
     why_not_copied: str
     all_float32: Candidate
+    steps: Optional[StepPool] = None
 
     @property
     def precision(self) -> str:

@@ -17,8 +17,11 @@
    copied (``region_copy``): time the shortlist side by side (``whole_steps``); the fastest wins,
    but one with low ops only if it beats all float32 beyond the noise. Otherwise the best estimate.
 5. The check: if the chosen placement lowers anything and whole steps are timed, time it once more
-   beside all float32 and static (``step_check``); keep it only if it beats all float32 beyond the
-   noise, else static if that does, else all float32.
+   beside all float32 (``step_check``; the search's rounds answer instead when it won there by more
+   than ``reuse_factor`` times the noise bound); keep it only if it beats all float32 beyond the
+   noise, else static if that does (timed then beside all float32), else all float32. Built steps
+   are kept for the decision (``candidate_step.StepPool``); every batch of rounds stops once its
+   verdicts are settled (``PlacementOptions.settled``).
 6. The plan (``PlacementPlan``): the chosen ops kept float32 with their reasons, the low ops, the
    estimates of the chosen, static and all-float32 placements, every candidate compared, the check.
    The painting then applies it as fixed-float32 ops (``apply_placement``), so deny taint,
@@ -34,6 +37,7 @@ import tensorflow as tf
 
 from slim_mp.graph_pass.paint import LOW, PaintConfig, paint
 from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
+from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.decisions import check_decisions_fit, wait_for_decisions, write_decisions
 from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, low_regions
@@ -42,7 +46,7 @@ from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.region_copy import copy_for_timing
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
 from slim_mp.graph_pass.placement.signatures import OpTiming, cast_signature, op_signature
-from slim_mp.graph_pass.placement.step_check import StepCheck, check_batch, judge, not_checked
+from slim_mp.graph_pass.placement.step_check import StepCheck, check_batch, judge, not_checked, reused_check
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
 from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
 from slim_mp.graph_pass.region import Region
@@ -116,15 +120,22 @@ def _with_steps(context: SearchContext, timed: List[Candidate]) -> List[Candidat
     return [dataclasses.replace(c, step_ms=t.ms, step_noise=t.noise) if t else c for c, t in zip(timed, times)]
 
 
-def _checked(context: SearchContext, chosen: Candidate) -> Tuple[Candidate, StepCheck]:
+def _checked(context: SearchContext, chosen: Candidate, timed: Sequence[Candidate]) -> Tuple[Candidate, StepCheck]:
     """Step 5: ``chosen``, or what replaces it, after the whole-step check, and the check's record."""
     if context.copy is None:
         return chosen, not_checked(context.why_not_copied)
-    batch = check_batch(chosen, context.all_float32, static_candidate())
-    times = steps_timed(context, batch, 1, StepBatch.CHECK)
+    reused = reused_check(timed, chosen, context.all_float32, context.precision, context.options)
+    if reused is not None:
+        return reused
+    static = static_candidate()
+    if context.steps is not None:
+        context.steps.keep_only([chosen, context.all_float32, static])
+    batch = check_batch(chosen, context.all_float32)
+    times = steps_timed(context, batch, len(batch) - 1, StepBatch.CHECK)
     if times is None:
         return chosen, not_checked("timing the steps failed")
-    return judge(batch, times, context.precision, context.options)
+    return judge(batch, times, context.precision, context.options,
+                 lambda: steps_timed(context, [static, context.all_float32], 1, StepBatch.STATIC))
 
 
 def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
@@ -140,13 +151,18 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
     copy, why_not = (copy_for_timing(region, objectives) if options.times_whole_steps() and timings
                      else (None, ""))
     context = SearchContext(config, options, cache, estimate, copy, why_not,
-                            all_float32=next((c for c in found if c == reference), reference))
-    if copy is not None and worth_timing(timed, options):
-        timed = _with_steps(context, timed)
-    chosen = decide_by_steps(timed, timings, context.precision, options) or timed[0]
-    check = None
-    if options.times_whole_steps() and context.lowered(chosen):
-        chosen, check = _checked(context, chosen)
+                            all_float32=next((c for c in found if c == reference), reference),
+                            steps=StepPool(copy, config, options.target) if copy is not None else None)
+    try:
+        if copy is not None and worth_timing(timed, options):
+            timed = _with_steps(context, timed)
+        chosen = decide_by_steps(timed, timings, context.precision, options) or timed[0]
+        check = None
+        if options.times_whole_steps() and context.lowered(chosen):
+            chosen, check = _checked(context, chosen, timed)
+    finally:
+        if context.steps is not None:
+            context.steps.close()
     compared = {c: c for c in found}
     compared.update({c: c for c in timed})
     fixed = options.fixed_timings()

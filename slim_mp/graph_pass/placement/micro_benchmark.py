@@ -9,14 +9,18 @@ each, and the noise of the low/float32 comparison from the spread of the per-rou
 cost model.
 """
 
-from typing import Dict, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming
 from slim_mp.graph_pass.placement.target import MeasuringTarget
-from slim_mp.graph_pass.placement.stopwatch import first_values, interleaved_ms, random_variable, timed_against
+from slim_mp.graph_pass.placement.stopwatch import (StillOpen, first_values, interleaved_ms, random_variable, timed_against,
+                                                    variable_of, variables_initializer)
+
+# settled(low rounds, float32 rounds) -> whether the pair's verdict is clear enough to stop timing it.
+Settled = Callable[[Sequence[float], Sequence[float]], bool]
 
 
 def _op_inputs(signature: OpSignature, dtype: tf.DType) -> Tuple[list, list]:
@@ -53,8 +57,8 @@ def _train_target(signature: OpSignature, dtype: tf.DType, training: bool) -> tf
     """One forward (and backward, when ``training``) of the op in ``dtype``; a small tensor to fetch."""
     if signature.op_type == CAST:
         (elements,) = signature.input_shapes[0]
-        source = tf.Variable(tf.zeros([elements], tf.float32), trainable=False).read_value()
-        low = tf.Variable(tf.zeros([elements], dtype), trainable=False).read_value()
+        source = variable_of(tf.zeros([elements], tf.float32))
+        low = variable_of(tf.zeros([elements], dtype))
         return first_values([tf.cast(source, dtype), tf.cast(low, tf.float32)])
     flat_inputs, data = _op_inputs(signature, dtype)
     output = _build_op(signature, flat_inputs)
@@ -65,9 +69,23 @@ def _train_target(signature: OpSignature, dtype: tf.DType, training: bool) -> tf
     return first_values([output, *gradients])
 
 
+def open_pairs(settled: Settled) -> StillOpen:
+    """Rounds go on for each float32 / low pair (callables ``2i``, ``2i + 1``) until ``settled`` says it is."""
+
+    def still_open(times: List[List[float]]) -> List[int]:
+        pairs = range(0, len(times) - 1, 2)
+        return [index for first in pairs if times[first] and times[first + 1]
+                and not settled(times[first + 1], times[first]) for index in (first, first + 1)]
+
+    return still_open
+
+
 def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, target: MeasuringTarget = MeasuringTarget(),
-                    warmup: int = 2, runs: int = 7) -> Dict[OpSignature, OpTiming]:
+                    warmup: int = 2, runs: int = 7, settled: Optional[Settled] = None) -> Dict[OpSignature, OpTiming]:
     """Time each signature in float32 and in ``precision`` (a cast pair: low only) in one standalone session.
+
+    Each pair gets up to ``runs`` rounds, fewer once ``settled(low rounds, float32 rounds)`` says its
+    two times are far enough apart (``PlacementOptions.settled``); None: all ``runs``.
 
     The ops run on ``target``'s device with its session options, forward and backward when it trains.
 
@@ -83,12 +101,12 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, targ
                                           _train_target(signature, precision, target.training))
             except (TypeError, ValueError, LookupError, tf.errors.OpError):
                 continue
-        init = tf.compat.v1.global_variables_initializer()
+        init = variables_initializer()
     timings: Dict[OpSignature, OpTiming] = {}
     with target.session(graph) as session:
         session.run(init)
         flat = [session.make_callable(fetch) for pair in targets.values() for fetch in pair]
-        rounds = interleaved_ms(flat, warmup, runs)
+        rounds = interleaved_ms(flat, warmup, runs, open_pairs(settled) if settled else None)
         for index, signature in enumerate(targets):
             float32_rounds, low_rounds = rounds[2 * index], rounds[2 * index + 1]
             if float32_rounds is None or low_rounds is None:

@@ -32,6 +32,17 @@ def is_noise(smaller_ms: float, larger_ms: float, floor: float, measured_noise: 
     return larger_ms <= smaller_ms * (1 + noise_bound(floor, measured_noise))
 
 
+def is_settled(first_ms: float, second_ms: float, floor: float, measured_noise: float, factor: float) -> bool:
+    """Whether the two times differ, either way, by more than ``factor`` times the noise bound.
+
+    Then more rounds would not change the verdict: they can only lower each fastest time a little,
+    and the bound checked after every round is ``factor`` times the one the verdict uses, so the
+    extra chances a sequential look gives a lucky round do not make a win out of noise.
+    """
+    smaller, larger = sorted((first_ms, second_ms))
+    return not is_noise(smaller, larger, factor * floor, factor * measured_noise)
+
+
 def win_verdict(low_label: str, low_ms: float, float32_ms: float, floor: float,
                 measured_noise: float = 0.0) -> NoiseVerdict:
     """Whether ``low_ms`` (of the placement ``low_label`` names) beats ``float32_ms`` beyond the noise."""

@@ -13,10 +13,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.graph_pass.placement.noise import NoiseVerdict, is_noise, win_verdict
+from slim_mp.graph_pass.placement.noise import NoiseVerdict, is_noise, is_settled, win_verdict
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
-from slim_mp.graph_pass.placement.stopwatch import Timed
+from slim_mp.graph_pass.placement.stopwatch import Timed, relative_noise
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 
 
@@ -76,8 +76,10 @@ class PlacementOptions:
     options, training or inference); everything is timed there. ``time_steps``: time close candidates
     as whole steps and check the chosen placement as a whole step against all float32 and the
     static placement (``step_check``); False decides on the per-op estimate alone. ``warmup`` /
-    ``runs``: the micro-benchmarks' untimed runs and timed interleaved rounds; ``step_warmup``:
-    the untimed runs of each whole step (its session is already warm from building it).
+    ``runs``: the micro-benchmarks' untimed runs and timed interleaved rounds (one warm-up: the first
+    run pays oneDNN's primitive creation and the allocations, and of the timed rounds only the
+    fastest counts); ``step_warmup``: the untimed runs of each whole step (its first run pays
+    grappler and the executor).
 
     Tuning: ``low_precision_margin``: low times count this fraction more in the estimate (what goes
     low around the allow ops is not timed). ``verify_window``: candidates whose estimate is within
@@ -88,6 +90,19 @@ class PlacementOptions:
     ops must beat the all-float32 step by more (``win_verdict`` says which bound decided). Whole steps get as many timed runs as fit
     ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``.
     ``cast_sizes``: element counts of the two casts timed to fit the cast cost model.
+
+    Stopping early: timed rounds (of op pairs and of whole steps) stop once the verdict is settled:
+    from the third round on, when the two times compared differ, either way, by more than
+    ``settle_factor`` times the noise bound (``settled``). 2: the verdict is looked at after every
+    round, so a lucky round gets several chances; twice the bound leaves that room, and a margin
+    that large (a 1.7x faster convolution) needs no more rounds to be told. Whole steps settle no
+    earlier than round ``settle_step_runs`` (7): their verdict is the guarantee, and the spread of
+    three ratios can be small by luck (a big network gets only ``min_step_runs`` rounds anyway).
+    ``reuse_factor``: the
+    whole-step check reuses the search's timing of the chosen step beside all float32 when it won
+    there by more than this many times the noise bound (``step_check.reused_check``). 4: the chosen
+    one is the fastest of up to ``max_timed_candidates`` noisy steps, flattered by about their
+    spread (one to two bounds); four leaves a win of two bounds or more once that is taken off.
     """
 
     cache_dir: Optional[str] = None
@@ -100,7 +115,7 @@ class PlacementOptions:
     time_steps: bool = True
     measure_steps: Optional[MeasureSteps] = None
     target: MeasuringTarget = MeasuringTarget()
-    warmup: int = 2
+    warmup: int = 1
     runs: int = 7
     step_warmup: int = 1
     low_precision_margin: float = 0.20
@@ -111,6 +126,9 @@ class PlacementOptions:
     min_step_runs: int = 3
     max_step_runs: int = 21
     cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
+    settle_factor: float = 2.0
+    settle_step_runs: int = 7
+    reuse_factor: float = 4.0
 
     def fixed_timings_file(self) -> Optional[str]:
         """``timings_file``, else ``$SLIM_MP_TIMINGS_FILE``, else None (measure on this device)."""
@@ -137,3 +155,9 @@ class PlacementOptions:
                     measured_noise: float = 0.0) -> NoiseVerdict:
         """``noise.win_verdict`` with ``noise_fraction`` as the floor."""
         return win_verdict(low_label, low_ms, float32_ms, self.noise_fraction, measured_noise)
+
+    def settled(self, rounds: Sequence[float], reference_rounds: Sequence[float]) -> bool:
+        """Whether a variant and its reference, timed in the same rounds, are far enough apart to stop
+        (``noise.is_settled`` at ``settle_factor``, with the noise of these rounds)."""
+        noise = relative_noise(rounds, reference_rounds)
+        return is_settled(min(rounds), min(reference_rounds), self.noise_fraction, noise, self.settle_factor)

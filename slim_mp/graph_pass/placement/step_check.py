@@ -1,19 +1,25 @@
-"""The last word before a placement is accepted: its whole step against all float32 and the static placement.
+"""The last word before a placement is accepted: its whole step against all float32 (and static).
 
 The search picks its placement from estimates and, where they are close, from whole steps; on a
 busy machine either can mislead, and the winner of several noisy timings is the one whose noise
 flattered it most. So a chosen placement that lowers anything is timed once more, fresh, as a whole
-step in the same interleaved rounds as the all-float32 step and the static one. It is accepted only
-if it beats float32 by more than the noise (``PlacementOptions.win_verdict``); otherwise the static
-placement, if that beats float32 by more than the noise; otherwise all float32. A placement kept
-low is then never one measured no faster than float32.
+step in the same interleaved rounds as the all-float32 step. It is accepted only if it beats float32
+by more than the noise (``PlacementOptions.win_verdict``); otherwise the static placement, timed
+then beside all float32 in rounds of their own, if that beats float32 by more than the noise;
+otherwise all float32. A placement kept low is then never one measured no faster than float32.
+
+One exception spares the fresh timing (``reused_check``): when the search timed the chosen step
+beside all float32 and it won by more than ``reuse_factor`` times the noise bound. The flattery
+of being the fastest of the search's few candidates is of the order of their noise, and a win
+that many bounds wide still stands once that is taken off.
 """
 
 import dataclasses
 import enum
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
-from slim_mp.graph_pass.placement.candidate import Candidate, lowered_ops
+from slim_mp.graph_pass.placement.candidate import Candidate, lowered_ops, static_candidate
+from slim_mp.graph_pass.placement.noise import is_settled
 from slim_mp.graph_pass.placement.options import PlacementOptions
 from slim_mp.graph_pass.placement.stopwatch import Timed
 
@@ -49,9 +55,13 @@ class StepCheck:
         return f"whole-step check: {self.verdict} ({self.reason})"
 
 
-def check_batch(chosen: Candidate, all_float32: Candidate, static: Candidate) -> List[Candidate]:
-    """The placements the check times together: the chosen one, all float32 (the reference) and static."""
-    return list(dict.fromkeys([chosen, all_float32, static]))
+# time_static() -> the static step and the all-float32 step timed in rounds of their own (None: failed).
+TimeStatic = Callable[[], Optional[Sequence[Optional[Timed]]]]
+
+
+def check_batch(chosen: Candidate, all_float32: Candidate) -> List[Candidate]:
+    """The placements the check times together: the chosen one and all float32 (the reference)."""
+    return list(dict.fromkeys([chosen, all_float32]))
 
 
 def not_checked(why: str) -> StepCheck:
@@ -59,27 +69,53 @@ def not_checked(why: str) -> StepCheck:
     return StepCheck(CheckVerdict.NOT_CHECKED, f"{why}; the search's choice stands unchecked")
 
 
+def _low_label(chosen: Candidate, all_float32: Candidate, precision: str) -> str:
+    return f"the chosen {precision} placement with {len(lowered_ops(chosen, all_float32.float32_ops))} allow ops low"
+
+
+def reused_check(timed: Sequence[Candidate], chosen: Candidate, all_float32: Candidate, precision: str,
+                 options: PlacementOptions) -> Optional[Tuple[Candidate, StepCheck]]:
+    """The check answered by the search's whole steps (``timed``), when the chosen step beat the
+    all-float32 one there by more than ``options.reuse_factor`` times the noise bound; else None."""
+    steps = {c: c for c in timed if c.step_ms is not None}
+    chosen_step, float32_step = steps.get(chosen), steps.get(all_float32)
+    if chosen_step is None or float32_step is None or chosen_step.step_ms >= float32_step.step_ms:
+        return None
+    if not is_settled(chosen_step.step_ms, float32_step.step_ms, options.noise_fraction, chosen_step.step_noise,
+                      options.reuse_factor):
+        return None
+    static_step = steps.get(static_candidate())
+    verdict = options.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.step_ms,
+                                  float32_step.step_ms, chosen_step.step_noise)
+    reason = f"{verdict.sentence}, in the search's rounds, by more than {options.reuse_factor:g}x that bound"
+    return chosen, StepCheck(CheckVerdict.ACCEPTED, reason, chosen_step.step_ms, float32_step.step_ms,
+                             static_step.step_ms if static_step else None, chosen_step.step_noise)
+
+
 def judge(batch: Sequence[Candidate], times: Sequence[Optional[Timed]], precision: str,
-          options: PlacementOptions) -> Tuple[Candidate, StepCheck]:
+          options: PlacementOptions, time_static: TimeStatic) -> Tuple[Candidate, StepCheck]:
     """The placement kept after timing ``batch`` (``check_batch``'s order) and the check's record.
 
     ``times``: per candidate of ``batch``, its step and its noise against the all-float32 step.
+    ``time_static`` is called only when the chosen placement did not win and is not static itself.
     """
-    chosen, all_float32 = batch[0], batch[1]
-    static = batch[2] if len(batch) > 2 else batch[0]
-    by_candidate: Dict[Candidate, Optional[Timed]] = dict(zip(batch, times))
-    chosen_step, float32_step, static_step = (by_candidate.get(c) for c in (chosen, all_float32, static))
+    chosen, all_float32 = batch[0], batch[-1]
+    chosen_step, float32_step = times[0], times[-1]
     if chosen_step is None or float32_step is None:
         return chosen, not_checked("the chosen or the all-float32 step did not run")
+    static = static_candidate()
     record = dict(chosen_ms=chosen_step.ms, float32_ms=float32_step.ms,
-                  static_ms=static_step.ms if static_step else None, noise=chosen_step.noise)
-    low_ops = f"{precision} placement with {len(lowered_ops(chosen, all_float32.float32_ops))} allow ops low"
-    verdict = options.win_verdict(f"the chosen {low_ops}", chosen_step.ms, float32_step.ms, chosen_step.noise)
+                  static_ms=chosen_step.ms if chosen == static else None, noise=chosen_step.noise)
+    verdict = options.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.ms, float32_step.ms,
+                                  chosen_step.noise)
     if verdict.wins:
         return chosen, StepCheck(CheckVerdict.ACCEPTED, verdict.sentence, **record)
-    if static != chosen and static_step is not None:
+    static_times = time_static() if static != chosen else None
+    static_step, static_float32 = static_times if static_times else (None, None)
+    if static_step is not None and static_float32 is not None:
+        record["static_ms"] = static_step.ms
         static_verdict = options.win_verdict(f"the static {precision} placement", static_step.ms,
-                                             float32_step.ms, static_step.noise)
+                                             static_float32.ms, static_step.noise)
         if static_verdict.wins:
             kept = dataclasses.replace(static, found_as=static.found_as + ("whole-step check",), reasons={})
             return kept, StepCheck(CheckVerdict.STATIC, f"{verdict.sentence}; {static_verdict.sentence}", **record)

@@ -8,12 +8,14 @@ repeated, and a noise estimate taken from the rounds (``relative_noise``).
 import dataclasses
 import statistics
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Collection, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
 # Fewer paired rounds than this say nothing about their spread (the MAD of two ratios is always 0).
 MIN_NOISE_ROUNDS = 3
+# The graph collection of the assign ops that initialise ``variable_of``'s variables.
+_INITIALIZERS = "slim_mp_placement_initializers"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,22 +34,65 @@ def random_variable(shape: Sequence[int], dtype: tf.DType) -> tf.Tensor:
     """The read of a variable of ``shape`` initialised in the graph (no large constants to copy around).
 
     Floating types get small random normals; integer and boolean types zeros (valid labels and indices).
+    Raw ops, as few as give that: this runs hundreds of times per timing graph.
     """
+    dims = tf.constant(list(shape), tf.int32)
     if dtype.is_floating:
-        initial = tf.cast(tf.random.normal(list(shape), stddev=0.1, seed=0), dtype)
+        normal = tf.raw_ops.RandomStandardNormal(shape=dims, dtype=tf.float32, seed=1, seed2=0)
+        initial = tf.raw_ops.Mul(x=normal, y=tf.constant(0.1, tf.float32))
+        initial = initial if dtype == tf.float32 else tf.raw_ops.Cast(x=initial, DstT=dtype)
     else:
-        initial = tf.zeros(list(shape), dtype)
-    # value(): a bare ReadVariableOp, a source the painter leaves alone (read_value() adds an Identity
-    # it would paint, cutting the gradient off from the returned tensor).
-    return tf.Variable(initial, trainable=False).value()
+        initial = tf.raw_ops.Fill(dims=dims, value=tf.constant(0, dtype))
+    return variable_of(initial)
+
+
+def variable_of(initial: tf.Tensor) -> tf.Tensor:
+    """The read of a resource variable that ``variables_initializer()`` sets to ``initial``.
+
+    Built from the raw ops (handle, assign, read), not ``tf.Variable``: a timing graph holds
+    hundreds of them (a ResNet-50 step copy: ~480) and ``tf.Variable``'s Python machinery
+    (collections, name scopes, checkpoint tracking) cost ~8 ms each, seconds per cold pass.
+    The read is a bare ``ReadVariableOp``, a source the painter leaves alone.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    name = graph.unique_name("variable")
+    handle = tf.raw_ops.VarHandleOp(dtype=initial.dtype, shape=initial.shape, shared_name=name)
+    graph.add_to_collection(_INITIALIZERS, tf.raw_ops.AssignVariableOp(resource=handle, value=initial))
+    return tf.raw_ops.ReadVariableOp(resource=handle, dtype=initial.dtype)
+
+
+def variable_like(read: tf.Tensor) -> tf.Tensor:
+    """The read of a new variable that starts where the ``variable_of`` variable read by ``read`` starts
+    (the same initial tensor: no second random tensor as large as the first to generate)."""
+    handle = read.op.inputs[0].op
+    assign = next(op for op in read.graph.get_collection(_INITIALIZERS) if op.inputs[0].op is handle)
+    return variable_of(assign.inputs[1])
+
+
+def variables_initializer() -> tf.Operation:
+    """One op that sets every ``variable_of`` variable of the default graph to its initial value."""
+    return tf.group(*tf.compat.v1.get_collection(_INITIALIZERS))
+
+
+def load_variables(session: tf.compat.v1.Session, values: Mapping[tf.Tensor, object]) -> None:
+    """Set the ``variable_of`` variables whose reads key ``values`` to those values (to reproduce a batch)."""
+    by_handle = {read.op.inputs[0].op: value for read, value in values.items()}
+    assigns = [op for op in session.graph.get_collection(_INITIALIZERS) if op.inputs[0].op in by_handle]
+    session.run(assigns, {op.inputs[1]: by_handle[op.inputs[0].op] for op in assigns})
 
 
 def first_values(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     """One element of each tensor, as float32: a fetch that needs every tensor computed in full.
 
-    (Grappler prunes stateless ops that are only control dependencies of the fetched op.)
+    (Grappler prunes stateless ops that are only control dependencies of the fetched op.) Three raw
+    ops per tensor, the constants shared: a step's fetch takes hundreds of tensors (every update).
     """
-    return tf.stack([tf.cast(tf.reshape(t, [-1])[0], tf.float32) for t in tensors])
+    flat, first, one = (tf.constant(value, tf.int32) for value in ([-1], [0], [1]))
+    values = []
+    for tensor in tensors:
+        element = tf.raw_ops.Slice(input=tf.raw_ops.Reshape(tensor=tensor, shape=flat), begin=first, size=one)
+        values.append(element if element.dtype == tf.float32 else tf.raw_ops.Cast(x=element, DstT=tf.float32))
+    return tf.raw_ops.ConcatV2(values=values, axis=tf.constant(0, tf.int32)) if len(values) > 1 else values[0]
 
 
 def relative_noise(times: Sequence[float], reference: Sequence[float]) -> float:
@@ -79,14 +124,20 @@ def run_ms(run: Callable[[], object]) -> float:
     return (time.perf_counter() - started) * 1000.0
 
 
-def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: int,
-                   runs: int) -> List[Optional[List[float]]]:
+# still_open(times so far per callable) -> the callables whose rounds go on (``interleaved_ms``).
+StillOpen = Callable[[List[List[float]]], Collection[int]]
+
+
+def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: int, runs: int,
+                   still_open: Optional[StillOpen] = None) -> List[Optional[List[float]]]:
     """Milliseconds of every timed run of each callable (None if it is None or fails its warm-up).
 
-    After ``warmup`` untimed runs each, ``runs`` rounds run each callable once: even rounds in the
-    given order, odd rounds reversed, so within any two callables each goes first in half the rounds
-    (a float32 variant and its low twin alternate) and a burst of load on a shared machine hits all
-    variants alike instead of spoiling one.
+    After ``warmup`` untimed runs each, up to ``runs`` rounds run each callable once: even rounds in
+    the given order, odd rounds reversed, so within any two callables each goes first in half the
+    rounds (a float32 variant and its low twin alternate) and a burst of load on a shared machine
+    hits all variants alike instead of spoiling one. ``still_open``, asked after every round from the
+    ``MIN_NOISE_ROUNDS``-th on, names the callables that go on; the rest stop there (their verdict is
+    settled), and the rounds end when none is left.
     """
     working: List[Optional[Callable[[], object]]] = []
     for run in callables:
@@ -101,6 +152,9 @@ def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: 
     for round_index in range(runs):
         for index in (order if round_index % 2 == 0 else order[::-1]):
             times[index].append(run_ms(working[index]))
+        if still_open is not None and round_index + 1 >= MIN_NOISE_ROUNDS:
+            going_on = set(still_open(times))
+            order = [index for index in order if index in going_on]
     return [values if values else None for values in times]
 
 

@@ -124,8 +124,8 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     missing = [s for s, timing in found.items() if not timing or len(timing) != 3]
     timings = {s: OpTiming(*timing) for s, timing in found.items() if timing and len(timing) == 3}
     if missing:
-        measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target,
-                                                                      options.warmup, options.runs))
+        measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target, options.warmup,
+                                                                      options.runs, options.settled))
         measured = measure(missing, precision)
         cache.add({s.key(): [t.float32_ms, t.low_ms, t.noise] for s, t in measured.items()})
         timings.update(measured)

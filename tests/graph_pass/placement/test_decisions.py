@@ -74,7 +74,7 @@ def test_training_run_writes_its_decisions_and_a_resumed_run_reuses_them(tmp_pat
         return {s: OpTiming(0.0, 0.001) if s.op_type == "Cast" else
                 OpTiming(1.0, 5.0) if s.op_type == "MatMul" else OpTiming(5.0, 1.0) for s in signatures}
 
-    def fake_steps(copy, config, candidates, *args, **kwargs):
+    def fake_steps(pool, candidates, *args, **kwargs):
         # Whole steps agree with the op timings: fastest with both matmuls (and nothing else) float32.
         return [Timed(1.0 if c.float32_ops == {"LeNet/fc3/MatMul", "LeNet/fc4/MatMul"} else 2.0) for c in candidates]
 

@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement import MeasuringTarget
-from slim_mp.graph_pass.placement.micro_benchmark import micro_benchmark
+from slim_mp.graph_pass.placement import stopwatch
+from slim_mp.graph_pass.placement.micro_benchmark import micro_benchmark, open_pairs
 from slim_mp.graph_pass.placement.signatures import cast_signature, op_signature
 
 from .fakes import conv_chain
@@ -34,3 +35,24 @@ def test_inference_timing_builds_no_backprop_ops(monkeypatch):
     backprop = [{op.type for op in graph.get_operations()} & {"Conv2DBackpropInput", "Conv2DBackpropFilter"}
                 for graph in graphs]
     assert backprop == [{"Conv2DBackpropInput", "Conv2DBackpropFilter"}, set()]
+
+
+def test_a_pair_stops_being_timed_once_settled_says_so(monkeypatch):
+    calls = []
+    real_run_ms = stopwatch.run_ms
+    monkeypatch.setattr(stopwatch, "run_ms", lambda run: calls.append(run) or real_run_ms(run))
+    conv = op_signature(conv_chain()[0].get_operation_by_name("conv0"))
+    signatures = [conv, cast_signature(64)]
+    assert set(micro_benchmark(signatures, tf.bfloat16, warmup=0, runs=7, settled=lambda low, base: True)) == set(
+        signatures)
+    assert len(calls) == 2 * 2 * stopwatch.MIN_NOISE_ROUNDS, "every pair settled at the third round"
+    calls.clear()
+    micro_benchmark(signatures, tf.bfloat16, warmup=0, runs=7, settled=lambda low, base: False)
+    assert len(calls) == 2 * 2 * 7
+
+
+def test_open_pairs_keeps_only_the_pairs_not_yet_settled():
+    far_apart = lambda low, base: min(low) < 0.5 * min(base)  # noqa: E731
+    times = [[10.0] * 3, [4.0] * 3, [10.0] * 3, [9.0] * 3]
+    assert open_pairs(far_apart)(times) == [2, 3]
+    assert open_pairs(far_apart)([[10.0] * 3, [4.0] * 3]) == []

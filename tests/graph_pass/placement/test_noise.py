@@ -1,7 +1,7 @@
 """The noise rule (``noise``): a difference counts only beyond both the floor and the measured noise."""
 
 from slim_mp.graph_pass.placement import PlacementOptions
-from slim_mp.graph_pass.placement.noise import NoiseVerdict, is_noise, noise_bound, win_verdict
+from slim_mp.graph_pass.placement.noise import NoiseVerdict, is_noise, is_settled, noise_bound, win_verdict
 
 
 def test_the_noise_rule_takes_the_larger_of_the_floor_and_the_measured_noise():
@@ -29,3 +29,16 @@ def test_a_win_inside_the_floor_names_the_floor():
     verdict = win_verdict("bfloat16", 9.95, 10.0, floor=0.01, measured_noise=0.002)
     assert not verdict.wins
     assert verdict.sentence.endswith("a 0.5% win is inside the 1.0% noise floor (measured noise 0.2%)")
+
+
+def test_a_verdict_is_settled_only_beyond_the_factor_times_the_bound_either_way():
+    options = PlacementOptions(noise_fraction=0.01, settle_factor=2.0)
+    # Rounds of a variant 1.7x faster than its reference, with ~1% spread: settled after three.
+    assert options.settled([5.9, 6.0, 5.95], [10.0, 10.1, 10.05])
+    assert options.settled([17.0, 17.1, 17.05], [10.0, 10.1, 10.05]), "a clear loss settles too"
+    # Ratios 1.0, 0.98, 1.02, 0.98, 1.02: a measured noise of 2%; the fastest's 2.04% win is beyond the
+    # bound (2%) but not twice it (4%).
+    low, base = [10.0, 9.8, 10.2, 9.8, 10.2], [10.0] * 5
+    assert not options.is_noise(min(low), min(base), measured_noise=0.02)
+    assert not options.settled(low, base)
+    assert not is_settled(9.7, 10.0, 0.02, 0.0, 2.0) and is_settled(9.5, 10.0, 0.02, 0.0, 2.0)

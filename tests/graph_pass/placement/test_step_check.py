@@ -10,7 +10,7 @@ from slim_mp.graph_pass.placement import Candidate, OpTiming, PlacementOptions, 
 from slim_mp.graph_pass.placement.candidate import all_float32_candidate, static_candidate
 from slim_mp.graph_pass.placement.step_check import CheckVerdict, check_batch, judge
 
-from .fakes import (FakeMeasure, refuse, refuse_steps, conv_chain, measured_rewrite, FakeSteps, conv_bias_chain,
+from .fakes import (CLOSE_CALL, FakeMeasure, refuse, refuse_steps, conv_chain, measured_rewrite, FakeSteps, conv_bias_chain,
                     conv_then_while_loop, fast_convs_slow_steps)
 
 
@@ -44,7 +44,8 @@ def test_the_whole_step_check_falls_back_to_static_only_when_it_beats_float32(tm
     report = measured_rewrite(loss, tmp_path, FakeMeasure({"Conv2D": OpTiming(4.0, 1.0)}, cast_ms=0.5),
                               measure_steps=steps)
     plan = report.placement
-    assert len(steps.asked) == 2 and plan.check.verdict == "static", plan.check
+    assert len(steps.asked) == 3 and plan.check.verdict == "static", plan.check
+    assert steps.asked[2] == [static_candidate(), all_float32_candidate({"conv"})], "static timed after the loss"
     assert plan.tail_low is False and plan.low_ops == ["conv"] and plan.float32_ops == {}
     assert "the static bfloat16 placement 9.000 ms vs float32 10.000 ms: a 11% win" in plan.check.reason
 
@@ -63,9 +64,17 @@ _ALL_FLOAT32 = all_float32_candidate(("conv", "fc"))
 
 
 def _judged(chosen_ms, float32_ms, static_ms, noise=0.0):
-    batch = check_batch(_CHOSEN, _ALL_FLOAT32, static_candidate())
-    return judge(batch, [Timed(chosen_ms, noise), Timed(float32_ms), Timed(static_ms)], "bfloat16",
-                 PlacementOptions())
+    asked = []
+
+    def time_static():
+        asked.append("static")
+        return [Timed(static_ms), Timed(float32_ms)]
+
+    batch = check_batch(_CHOSEN, _ALL_FLOAT32)
+    kept, check = judge(batch, [Timed(chosen_ms, noise), Timed(float32_ms)], "bfloat16", PlacementOptions(),
+                        time_static)
+    assert (asked == []) is (check.verdict == CheckVerdict.ACCEPTED), "static is timed only after the chosen lost"
+    return kept, check
 
 
 def test_each_verdict_keeps_its_placement_and_its_ops_reasons():
@@ -81,10 +90,44 @@ def test_each_verdict_keeps_its_placement_and_its_ops_reasons():
 
 
 def test_a_chosen_step_that_did_not_run_leaves_the_choice_unchecked():
-    batch = check_batch(_CHOSEN, _ALL_FLOAT32, static_candidate())
-    kept, check = judge(batch, [None, Timed(10.0), Timed(9.0)], "bfloat16", PlacementOptions())
+    batch = check_batch(_CHOSEN, _ALL_FLOAT32)
+    kept, check = judge(batch, [None, Timed(10.0)], "bfloat16", PlacementOptions(), refuse_static)
     assert kept == _CHOSEN and check.verdict == CheckVerdict.NOT_CHECKED
     assert check.reason == "the chosen or the all-float32 step did not run; the search's choice stands unchecked"
+
+
+def refuse_static():
+    raise AssertionError("the static step should not be timed")
+
+
+def test_a_chosen_placement_that_wins_is_checked_beside_float32_alone(tmp_path):
+    # The tail-low twin wins the search and the check, by 25% against a measured noise of 10%: inside
+    # four bounds, so the check times it again, beside float32 only.
+    steps = FakeSteps(lambda c: Timed(10.0) if c.float32_ops else Timed(8.0 if c.tail_low else 9.0, 0.1))
+    report = measured_rewrite(conv_bias_chain()[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(4.0, 1.0)}, cast_ms=0.5),
+                              measure_steps=steps)
+    plan = report.placement
+    assert plan.check.verdict == "accepted" and plan.tail_low is True and len(steps.asked) == 2
+    assert steps.asked[1] == [Candidate(frozenset(), tail_low=True), all_float32_candidate({"conv"})]
+    assert (plan.check.chosen_ms, plan.check.float32_ms, plan.check.static_ms) == (8.0, 10.0, None)
+
+
+def test_a_win_far_beyond_the_noise_in_the_search_is_not_timed_again(tmp_path):
+    # Estimates too close to call, so the search times all float32 too: 5 vs 8 ms with a 2% noise, a 60%
+    # win beyond four bounds (8%); the check reuses the search's rounds.
+    def steps_with(noise):
+        return FakeSteps(lambda c: Timed(5.0 + len(c.float32_ops), 0.0 if c.float32_ops else noise))
+    steps = steps_with(0.02)
+    report = measured_rewrite(conv_chain(3)[1], tmp_path, FakeMeasure(CLOSE_CALL), measure_steps=steps)
+    check = report.placement.check
+    assert len(steps.asked) == 1 and check.verdict == "accepted" and report.placement.float32_ops == {}
+    assert (check.chosen_ms, check.float32_ms, check.static_ms) == (5.0, 8.0, 5.0)
+    assert check.reason.endswith("a 60% win, beyond this machine's measured noise of 2.0%, in the search's rounds, "
+                                 "by more than 4x that bound")
+    # Within four bounds (a 20% noise: 80%) the same win is timed again.
+    again = steps_with(0.2)
+    measured_rewrite(conv_chain(3)[1], tmp_path / "again", FakeMeasure(CLOSE_CALL), measure_steps=again)
+    assert len(again.asked) == 2
 
 
 def test_verdicts_are_written_as_the_plain_strings_they_always_were():

@@ -1,6 +1,8 @@
 """The timing primitives (``stopwatch``): the noise estimate and the interleaved rounds."""
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from slim_mp.graph_pass.placement import stopwatch
 
@@ -23,3 +25,35 @@ def test_interleaved_rounds_alternate_which_variant_goes_first():
     assert order[:2] == ["float32", "low"], "one warm-up each"
     assert order[2:] == ["float32", "low", "low", "float32", "float32", "low", "low", "float32"]
     assert [len(r) for r in rounds[:2]] == [4, 4] and rounds[2] is None
+
+
+def test_rounds_stop_for_the_callables_still_open_no_longer_but_never_before_the_third():
+    calls = {"settled": 0, "open": 0}
+    asked = []
+
+    def still_open(times):
+        asked.append([len(values) for values in times])
+        return [1]
+
+    rounds = stopwatch.interleaved_ms([lambda: calls.__setitem__("settled", calls["settled"] + 1),
+                                       lambda: calls.__setitem__("open", calls["open"] + 1)],
+                                      warmup=0, runs=6, still_open=still_open)
+    assert asked[0] == [stopwatch.MIN_NOISE_ROUNDS] * 2, "first asked after the third round"
+    assert [len(values) for values in rounds] == [stopwatch.MIN_NOISE_ROUNDS, 6]
+    assert calls == {"settled": stopwatch.MIN_NOISE_ROUNDS, "open": 6}
+
+
+def test_variables_start_at_their_initial_values_and_load_new_ones():
+    graph = tf.Graph()
+    with graph.as_default():
+        read = stopwatch.variable_of(tf.fill([2, 3], 1.5))
+        labels = stopwatch.random_variable([4], tf.int64)
+        init = stopwatch.variables_initializer()
+    assert read.op.type == "ReadVariableOp" and not graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run(init)
+        np.testing.assert_array_equal(session.run(read), np.full([2, 3], 1.5, np.float32))
+        np.testing.assert_array_equal(session.run(labels), np.zeros([4], np.int64))
+        stopwatch.load_variables(session, {read: np.arange(6, dtype=np.float32).reshape(2, 3)})
+        np.testing.assert_array_equal(session.run(read), np.arange(6).reshape(2, 3))
+        np.testing.assert_array_equal(session.run(labels), np.zeros([4], np.int64))

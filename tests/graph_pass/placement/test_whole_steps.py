@@ -9,8 +9,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, PlacementOptions, whole_steps
-from slim_mp.graph_pass.placement.whole_steps import StepBatch, build_candidate_step
+from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, PlacementOptions, Timed, whole_steps
+from slim_mp.graph_pass.placement.stopwatch import load_variables
+from slim_mp.graph_pass.placement.candidate_step import StepPool, build_candidate_step
+from slim_mp.graph_pass.placement.whole_steps import StepBatch
 
 from .fakes import (CLOSE_CALL, CONFIG, FakeMeasure, FakeSteps, allow_names, conv_chain, copy_of,
                     measured_rewrite, refuse, refuse_steps, small_net)
@@ -27,9 +29,7 @@ def test_float32_copy_computes_the_same_loss_as_the_original():
         values = {s.tensor_name: session.run(graph.get_tensor_by_name(s.tensor_name), feeds) for s in copy.substitutes}
     step = build_candidate_step(copy, CONFIG, Candidate(allow_names(copy)))
     try:
-        with step.session.graph.as_default():
-            for name, variable in step.substitutes.items():
-                variable.load(values[name], step.session)
+        load_variables(step.session, {read: values[name] for name, read in step.substitutes.items()})
         computed = step.session.run(step.target)[0]
     finally:
         step.session.close()
@@ -61,11 +61,20 @@ def test_float32_candidate_has_no_low_precision_op():
 def test_time_candidate_steps_returns_one_time_per_candidate():
     graph, loss, _ = small_net()
     copy = copy_of(graph, loss)
-    times = whole_steps.time_candidate_steps(
-        copy, CONFIG, [Candidate(frozenset()), Candidate(allow_names(copy)),
-                       Candidate(frozenset(), tail_low=True)], PlacementOptions(step_warmup=1), runs=3)
-    assert len(times) == 3 and all(t is not None and t.ms > 0 and t.noise >= 0 for t in times)
-    assert times[0].noise == 0.0, "the reference step has no noise against itself"
+    pool = StepPool(copy, CONFIG, MeasuringTarget())
+    candidates = [Candidate(frozenset()), Candidate(allow_names(copy)), Candidate(frozenset(), tail_low=True)]
+    try:
+        times = whole_steps.time_candidate_steps(pool, candidates, PlacementOptions(step_warmup=1), runs=3)
+        assert len(times) == 3 and all(t is not None and t.ms > 0 and t.noise >= 0 for t in times)
+        assert times[0].noise == 0.0, "the reference step has no noise against itself"
+        static_step = pool.step(candidates[0])
+        whole_steps.time_candidate_steps(pool, candidates[:1], PlacementOptions(step_warmup=0), runs=3)
+        assert pool.step(Candidate(frozenset(), found_as=("another label",))) is static_step, "built once"
+        pool.keep_only(candidates[:1])
+        assert pool.step(candidates[1]) is not None and not static_step.session._closed
+    finally:
+        pool.close()
+    assert static_step.session._closed
 
 
 def test_an_inference_target_times_the_forward_step_only():
@@ -91,9 +100,19 @@ def test_timed_steps_are_cached(tmp_path):
 
 def test_the_search_and_the_check_batches_are_cached_apart_under_their_old_keys(tmp_path):
     # Estimates too close to call: the search times its shortlist, then the check times the choice again.
-    measured_rewrite(conv_chain(3)[1], tmp_path, FakeMeasure(CLOSE_CALL),
-                     measure_steps=FakeSteps(lambda candidate: 5.0 + len(candidate.float32_ops)))
+    # The low steps' noise (20%) keeps the check from reusing the search's rounds.
+    measured_rewrite(conv_chain(3)[1], tmp_path, FakeMeasure(CLOSE_CALL), measure_steps=FakeSteps(
+        lambda candidate: Timed(5.0 + len(candidate.float32_ops), 0.0 if candidate.float32_ops else 0.2)))
     (name,) = os.listdir(tmp_path / "cache")
     stored = json.load(open(tmp_path / "cache" / name))["timings"]
     batches = {key.split("|")[0] for key, value in stored.items() if len(value) == 2}
     assert batches == {StepBatch.COMPARE.value, StepBatch.CHECK.value} == {"step", "check"}
+
+
+def test_whole_step_rounds_go_on_for_all_until_every_verdict_against_the_reference_is_settled():
+    options = PlacementOptions(noise_fraction=0.01, settle_factor=2.0, settle_step_runs=5)
+    still_open = whole_steps.until_settled(options, reference=1)
+    assert still_open([[6.0] * 5, [10.0] * 5, [13.0] * 5]) == [], "a clear win and a clear loss"
+    assert still_open([[6.0] * 4, [10.0] * 4, [13.0] * 4]) == [0, 1, 2], "not before settle_step_runs rounds"
+    assert still_open([[6.0] * 5, [10.0] * 5, [9.9] * 5]) == [0, 1, 2], "1% apart: not settled"
+    assert still_open([[6.0] * 5, [], [9.9] * 5]) == [0, 1, 2], "a reference that did not run settles nothing"
