@@ -53,6 +53,9 @@ def test_json_has_every_configuration_with_positive_times(payload):
     assert by_label["float32"]["casts_executed"] == 0
     # The measured placement may keep LeNet float32 on this machine; the static one always converts.
     assert by_label["slim_mp_static_bf16"]["casts_in_graph"] > 0 and by_label["slim_mp_bf16"]["pass_seconds"] > 0
+    # cold (the memory subprocess's first build) and warm (the timed build) pass times of both placements
+    assert all(by_label[label]["cold_pass_seconds"] > 0 for label in ("slim_mp_bf16", "slim_mp_static_bf16"))
+    assert by_label["float32"]["cold_pass_seconds"] is None and payload["batch_fits"] == []
 
 
 def test_memory_is_measured_per_configuration_and_says_how(payload):
@@ -102,11 +105,15 @@ def test_unknown_model_fails_with_one_error_line(tmp_path):
     assert not os.listdir(tmp_path)
 
 
-def test_a_negative_background_load_fails_with_one_error_line(tmp_path):
-    process = run_script(BENCHMARK_SCRIPT, "--models=lenet", "--background_load=-1", f"--output_dir={tmp_path}")
+@pytest.mark.parametrize("flag, message", [
+    ("--background_load=-1", "error: --background_load=-1 is invalid; pass 0 (no load)"),
+    ("--memory_budget_mb=0", "error: --memory_budget_mb=0.0 is not a positive number of MiB"),
+])
+def test_a_bad_number_fails_with_one_error_line(flag, message, tmp_path):
+    process = run_script(BENCHMARK_SCRIPT, "--models=lenet", flag, f"--output_dir={tmp_path}")
     assert process.returncode == 2
     errors = [line for line in process.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith("error: --background_load=-1 is invalid; pass 0 (no load)")
+    assert len(errors) == 1 and errors[0].startswith(message)
     assert "Traceback" not in process.stderr
     assert not os.listdir(tmp_path)
 
