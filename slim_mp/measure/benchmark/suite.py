@@ -4,9 +4,10 @@ Every (model, variant)'s peak memory is measured first, each in its own subproce
 (``peak_memory``; the measured placement's timings are cached by a first run, so its
 peak is the step's; that first run, in a fresh process with an empty cache folder of its own,
 gives the cold pass time, the build timed later in this process the warm one); with a memory
-budget, the largest batch within it (``batch_budget``, float32 and slim_mp); then, model by model, all variants are built in this process and timed
-interleaved (``benchmark_step``), so that noise on a shared machine hits them alike. Speed-ups are the
-median over rounds of float32's step time divided by the variant's in the same round. A variant
+budget, the largest batch within it (``batch_budget``, float32 and slim_mp); then, model by
+model, all variants are built in this process and timed interleaved (``benchmark_step``), so
+that noise on a shared machine hits them alike. Speed-ups are the median over rounds of
+float32's step time divided by the variant's in the same round. A variant
 that cannot be built or run (say, the floor of a network with an op that has no low-precision
 kernel) is reported as unavailable with the reason, and the others go on.
 
