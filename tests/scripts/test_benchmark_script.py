@@ -105,15 +105,11 @@ def test_unknown_model_fails_with_one_error_line(tmp_path):
     assert not os.listdir(tmp_path)
 
 
-@pytest.mark.parametrize("flag, message", [
-    ("--background_load=-1", "error: --background_load=-1 is invalid; pass 0 (no load)"),
-    ("--memory_budget_mb=0", "error: --memory_budget_mb=0.0 is not a positive number of MiB"),
-])
-def test_a_bad_number_fails_with_one_error_line(flag, message, tmp_path):
-    process = run_script(BENCHMARK_SCRIPT, "--models=lenet", flag, f"--output_dir={tmp_path}")
+def test_a_negative_background_load_fails_with_one_error_line(tmp_path):
+    process = run_script(BENCHMARK_SCRIPT, "--models=lenet", "--background_load=-1", f"--output_dir={tmp_path}")
     assert process.returncode == 2
     errors = [line for line in process.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith(message)
+    assert len(errors) == 1 and errors[0].startswith("error: --background_load=-1 is invalid; pass 0 (no load)")
     assert "Traceback" not in process.stderr
     assert not os.listdir(tmp_path)
 
