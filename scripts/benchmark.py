@@ -4,7 +4,8 @@
 
 Per model and configuration: median step time, images/s, speed-up over float32 (configurations timed
 interleaved in one process), peak memory (each configuration in its own subprocess), casts executed
-and in the graph, and the slim_mp pass time. By default only the low precisions the device runs
+and in the graph, and the slim_mp pass time (cold: an empty timing cache; warm: the same build
+again). By default only the low precisions the device runs
 natively are measured; name emulated ones with --precisions to measure them too. Writes
 DIR/benchmark.json, DIR/benchmark.md and DIR/benchmark.png (speed-ups vs float32).
 
@@ -33,6 +34,8 @@ flags.DEFINE_integer("image_size", None, "Input height and width; unset means ea
 flags.DEFINE_integer("rounds", 10, "Timed steps per configuration (interleaved rounds).")
 flags.DEFINE_integer("warmup", 3, "Untimed steps per configuration before timing.")
 flags.DEFINE_integer("memory_steps", 3, "Steps each peak-memory subprocess runs.")
+flags.DEFINE_float("memory_budget_mb", None, "Also search, per model, the largest batch whose peak above baseline "
+                   "fits in this many MiB, in float32 and in slim_mp (doubling, then bisection). Unset: no search.")
 flags.DEFINE_integer("background_load", 0, "Busy-loop processes (one per core) to run while benchmarking; "
                      "the placement is decided under them, then re-timed quietly. 0: none.")
 flags.DEFINE_string("output_dir", None, "Folder for benchmark.json, benchmark.md and benchmark.png.")
@@ -48,7 +51,7 @@ def progress(line: str) -> None:
 def main() -> None:
     """Check the flags, benchmark every model and write the three reports."""
     settings = suite_results.Settings(FLAGS.batch_size, FLAGS.image_size, FLAGS.rounds, FLAGS.warmup,
-                                        FLAGS.memory_steps)
+                                      FLAGS.memory_steps, FLAGS.memory_budget_mb)
     background_load = under_load.check_background_load(FLAGS.background_load)
     models = suite.check_models([name for name in FLAGS.models if name])
     device = detect_device()

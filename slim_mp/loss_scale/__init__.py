@@ -3,6 +3,7 @@
 In the order a step's gradients meet them: ``policy`` (what ``"dynamic"`` means; one factory from a
 request to a manager), ``managers`` (where the scale comes from and how it reacts to overflow),
 ``optimizer`` (``LossScaleOptimizer``: scale the loss, unscale the gradients, apply or skip),
+``gradient_order`` (weight-decay terms computed just before the sum that needs them, not held),
 ``finite_check`` (whether the gradients hold inf or NaN), ``skip_monitor`` (count skipped steps,
 stop a run that only skips), and ``divergence`` (the in-graph checks that stop a diverged run, read
 back as ``TrainingDivergedError``).

@@ -53,6 +53,9 @@ def test_json_has_every_configuration_with_positive_times(payload):
     assert by_label["float32"]["casts_executed"] == 0
     # The measured placement may keep LeNet float32 on this machine; the static one always converts.
     assert by_label["slim_mp_static_bf16"]["casts_in_graph"] > 0 and by_label["slim_mp_bf16"]["pass_seconds"] > 0
+    # cold (the memory subprocess's first build) and warm (the timed build) pass times of both placements
+    assert all(by_label[label]["cold_pass_seconds"] > 0 for label in ("slim_mp_bf16", "slim_mp_static_bf16"))
+    assert by_label["float32"]["cold_pass_seconds"] is None and payload["batch_fits"] == []
 
 
 def test_memory_is_measured_per_configuration_and_says_how(payload):

@@ -6,6 +6,7 @@
 - ``peak_memory``: one configuration's peak memory, in a fresh subprocess of its own.
 - ``under_load``: busy-loop processes beside the benchmark (a context manager), and the
   quiet re-timing of placements decided under them.
+- ``batch_budget``: the largest batch within a memory budget (doubling, then bisection).
 - ``suite``: plans the variants, measures memory, then times every model's variants together.
 - ``benchmark_report``: the run as ``benchmark.json``, ``benchmark.md`` and ``benchmark.png``.
 """

@@ -3,27 +3,31 @@
 The JSON keeps every measurement (per-round step times included); the markdown table has one row
 per (model, configuration), "n/a" with the reason for one that could not be built or run; the bar
 chart shows each measured configuration's speed-up over float32. A run under a background load
-adds, per measured placement, what was decided under the load and its quiet re-timing beside float32.
+adds, per measured placement, what was decided under the load and its quiet re-timing beside float32;
+a memory budget adds the largest batch within it per (model, configuration).
 """
 
 import dataclasses
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from slim_mp.json_files import write_json_atomically
 from slim_mp.markdown_table import markdown_row, markdown_table
-from slim_mp.measure.benchmark.suite_results import BASELINE, QuietRetiming, SuiteRun, VariantResult
+from slim_mp.measure.benchmark.batch_budget import MIB
+from slim_mp.measure.benchmark.suite_results import BASELINE, BatchFit, QuietRetiming, SuiteRun, VariantResult
 
-MIB = 2 ** 20
 TABLE_HEADER = ("model", "config", "precision", "ms/step (median)", "images/s", "speed-up vs fp32",
-                "peak memory (MiB)", "above baseline (MiB)", "casts run", "casts in graph", "pass (s)")
+                "peak memory (MiB)", "above baseline (MiB)", "casts run", "casts in graph", "pass (s) cold / warm")
 TABLE_ALIGN = "lll" + "r" * 8
 LOAD_HEADER = ("model", "config", "decided under load: allow ops float32 / low", "whole-step check",
                "slim_mp/float32 under load", "quiet float32 ms", "quiet slim_mp ms", "slim_mp/float32 quiet")
 LOAD_ALIGN = "llrlrrrr"
+BUDGET_HEADER = ("model", "config", "largest batch", "its peak above baseline (MiB)", "next batch measured",
+                 "its peak above baseline (MiB)", "batches measured")
+BUDGET_ALIGN = "llrrrrl"
 
 
 def _memory_methods(run: SuiteRun) -> List[str]:
@@ -38,7 +42,9 @@ def _table_cells(result: VariantResult) -> tuple:
     if result.unavailable:
         return (result.model, result.label, _precision_cell(result), f"n/a: {result.unavailable}",
                 *("-" for _ in range(7)))
-    pass_time = f"{result.pass_seconds:.2f}" if result.pass_seconds is not None else "-"
+    pass_time = "-"
+    if result.pass_seconds is not None:
+        pass_time = f"{_number(result.cold_pass_seconds, '{:.2f}')} / {result.pass_seconds:.2f}"
     return (result.model, result.label, _precision_cell(result), f"{result.median_seconds * 1000:.1f}",
             f"{result.images_per_second:.1f}", f"{result.speedup_vs_float32:.2f}x",
             f"{result.peak_memory_bytes / MIB:.1f}",
@@ -77,6 +83,36 @@ def _load_section(run: SuiteRun) -> List[str]:
     ]
 
 
+def _mib(value: Optional[int]) -> str:
+    return _number(None if value is None else value / MIB, "{:.1f}")
+
+
+def budget_row(fit: BatchFit) -> str:
+    """One row of the memory-budget table: the largest batch that fit, the next one measured, all batches tried."""
+    if fit.unavailable:
+        return markdown_row((fit.model, fit.label, f"n/a: {fit.unavailable}", *("-" for _ in range(4))))
+    largest = "none (batch 1 is over)" if fit.largest_batch is None else str(fit.largest_batch)
+    if fit.largest_batch == fit.max_batch:
+        largest = f"{largest} (the search's limit)"
+    return markdown_row((fit.model, fit.label, largest, _mib(fit.peak_of(fit.largest_batch)),
+                         _number(fit.first_over, "{}"), _mib(fit.peak_of(fit.first_over)),
+                         ", ".join(str(batch) for batch, _ in fit.peaks)))
+
+
+def _budget_section(run: SuiteRun) -> List[str]:
+    """The markdown on ``--memory_budget_mb``: the search and the largest batch per (model, configuration)."""
+    if not run.batch_fits:
+        return []
+    return [
+        "", f"## Largest batch within {run.settings.memory_budget_mb:g} MiB", "",
+        "Each batch size's peak above baseline was measured as above, in a subprocess of its own (the measured "
+        "placement decided afresh for each batch). The search doubles the batch from 1 until one does not fit, then "
+        "bisects between the last that fit and the first that did not: the largest batch fits, the next batch "
+        "measured (one more) does not.", "", *markdown_table(BUDGET_HEADER, [], BUDGET_ALIGN),
+        *(budget_row(fit) for fit in run.batch_fits),
+    ]
+
+
 def _markdown(run: SuiteRun) -> str:
     """A short description of the device and method, then one table row per (model, configuration)."""
     settings = run.settings
@@ -90,8 +126,9 @@ def _markdown(run: SuiteRun) -> str:
         f"warm-up step(s), then {settings.rounds} timed rounds, all configurations interleaved in one process. "
         "Speed-up: median over rounds of float32's step time divided by the configuration's in the same round.",
         "slim_mp uses the pass's default measured placement (allow ops and close candidates timed on this device, "
-        "float32 kept where low precision does not pay), slim_mp_static the static op lists. The memory runs fill "
-        "the placement's timing cache first, so the pass time shown is a warm build's.",
+        "float32 kept where low precision does not pay), slim_mp_static the static op lists. Pass time, cold / "
+        "warm: the pass's first build, in a fresh process with an empty timing-cache folder of the run's own (the "
+        "memory run), then the same build again in the timed process, with the cache that build filled.",
         "",
         f"Peak memory: {'; '.join(_memory_methods(run))}, each configuration in its own subprocess "
         f"running {settings.memory_steps} step(s); the baseline is what was in use before building the step.",
@@ -99,7 +136,7 @@ def _markdown(run: SuiteRun) -> str:
     if run.skipped:
         lines += ["", *(f"Left out: {note}." for note in run.skipped)]
     lines += ["", *markdown_table(TABLE_HEADER, [_table_cells(result) for result in run.results], TABLE_ALIGN),
-              *_load_section(run), ""]
+              *_load_section(run), *_budget_section(run), ""]
     return "\n".join(lines)
 
 
@@ -144,6 +181,7 @@ class BenchmarkReport:
             "results": [dataclasses.asdict(result) for result in run.results],
             "background_load": run.background_load,
             "quiet_retimings": [dataclasses.asdict(retiming) for retiming in run.quiet_retimings],
+            "batch_fits": [dataclasses.asdict(fit) for fit in run.batch_fits],
         }
 
     def to_markdown(self) -> str:

@@ -22,6 +22,7 @@ from typing import List, Optional
 import tensorflow as tf
 
 from slim_mp.devices import device_type
+from slim_mp.graph_pass import PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step
 
 _RESULT_PREFIX = "peak_memory_result="
@@ -37,7 +38,7 @@ GPU_METHOD = "peak bytes allocated on GPU:0 by TensorFlow (tf.config.experimenta
 
 @dataclasses.dataclass(frozen=True)
 class MemoryRequest:
-    """Which train step to build and how many steps to run it."""
+    """Which train step to build and how many steps to run it; ``cache_dir``: the placement's timing cache."""
 
     config: str
     model_name: str
@@ -45,15 +46,20 @@ class MemoryRequest:
     batch_size: int
     image_size: Optional[int]
     steps: int
+    cache_dir: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class MemoryMeasurement:
-    """Peak bytes of one configuration, the bytes already in use before building it, and how both were measured."""
+    """Peak bytes of one configuration, the bytes already in use before building it, and how both were measured.
+
+    ``pass_seconds``: how long the slim_mp pass took in that fresh process (None without a pass).
+    """
 
     peak_bytes: int
     baseline_bytes: int
     method: str
+    pass_seconds: Optional[float] = None
 
 
 def _max_rss_bytes() -> int:
@@ -71,13 +77,15 @@ def measure_here(request: MemoryRequest) -> MemoryMeasurement:
     else:
         baseline = _max_rss_bytes()
     precision = tf.as_dtype(request.precision)
+    options = PlacementOptions(cache_dir=request.cache_dir) if request.cache_dir else None
     step = benchmark_step.build_benchmark_step(request.config, request.model_name, precision,
-                                               request.batch_size, request.image_size)
+                                               request.batch_size, request.image_size, placement_options=options)
     for _ in range(request.steps):
         step.session.run(step.train_op)
     if on_gpu:
-        return MemoryMeasurement(tf.config.experimental.get_memory_info("GPU:0")["peak"], baseline, GPU_METHOD)
-    return MemoryMeasurement(_max_rss_bytes(), baseline, RSS_METHOD)
+        return MemoryMeasurement(tf.config.experimental.get_memory_info("GPU:0")["peak"], baseline, GPU_METHOD,
+                                 step.pass_seconds)
+    return MemoryMeasurement(_max_rss_bytes(), baseline, RSS_METHOD, step.pass_seconds)
 
 
 def _tagged_lines(text: str, prefix: str) -> List[str]:

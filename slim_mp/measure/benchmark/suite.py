@@ -2,9 +2,12 @@
 
 Every (model, variant)'s peak memory is measured first, each in its own subprocess
 (``peak_memory``; the measured placement's timings are cached by a first run, so its
-peak is the step's); then, model by model, all variants are built in this process and timed
-interleaved (``benchmark_step``), so that noise on a shared machine hits them alike. Speed-ups are the
-median over rounds of float32's step time divided by the variant's in the same round. A variant
+peak is the step's; that first run, in a fresh process with an empty cache folder of its own,
+gives the cold pass time, the build timed later in this process the warm one); with a memory
+budget, the largest batch within it (``batch_budget``, float32 and slim_mp); then, model by
+model, all variants are built in this process and timed interleaved (``benchmark_step``), so
+that noise on a shared machine hits them alike. Speed-ups are the median over rounds of
+float32's step time divided by the variant's in the same round. A variant
 that cannot be built or run (say, the floor of a network with an op that has no low-precision
 kernel) is reported as unavailable with the reason, and the others go on.
 
@@ -15,6 +18,7 @@ placement are re-timed side by side on the quiet machine.
 
 import dataclasses
 import statistics
+import tempfile
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -23,7 +27,8 @@ from nets import nets_factory
 from slim_mp.devices import DeviceInfo, PrecisionSupport, native_precisions, precision_support
 from slim_mp.graph_pass import PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step, peak_memory, under_load
-from slim_mp.measure.benchmark.suite_results import BASELINE, Settings, SuiteRun, Variant, VariantResult
+from slim_mp.measure.benchmark.batch_budget import DEFAULT_MAX_BATCH, MIB, largest_batch_within
+from slim_mp.measure.benchmark.suite_results import BASELINE, BatchFit, Settings, SuiteRun, Variant, VariantResult
 from slim_mp.precision import resolve_precision
 
 LOW_PRECISION_CONFIGS = ("slim_mp", "slim_mp_static", "grappler", "floor")
@@ -107,22 +112,32 @@ def plan_variants(precisions: Sequence[str], device: DeviceInfo) -> Tuple[List[V
     return variants, skipped
 
 
-def _measure_memory(model: str, variants: Sequence[Variant], settings: Settings, progress: Progress,
-                    failures: Dict[str, str]) -> Dict[str, peak_memory.MemoryMeasurement]:
-    """Peak memory per variant label; a variant whose subprocess fails goes into ``failures`` with the reason."""
-    memory = {}
+def _step_peak(request: peak_memory.MemoryRequest) -> peak_memory.MemoryMeasurement:
+    """The peak of ``request``'s train step, each run in a fresh subprocess; its ``pass_seconds`` is the first run's.
+
+    For a measured placement a first run fills the timing cache (``request.cache_dir``): the peak is
+    then the training step's, not that of the one-off micro-benchmarks and candidate copies, and
+    the first run's pass time is the cold pass. Fixed timings (``$SLIM_MP_TIMINGS_FILE``) time
+    nothing, so there is nothing to fill.
+    """
     timings_fixed = bool(PlacementOptions().fixed_timings_file())
+    if benchmark_step.PLACEMENT_OF.get(request.config) != "measured" or timings_fixed:
+        return peak_memory.measure_in_subprocess(request)
+    cold = peak_memory.measure_in_subprocess(request)
+    return dataclasses.replace(peak_memory.measure_in_subprocess(request), pass_seconds=cold.pass_seconds)
+
+
+def _measure_memory(model: str, variants: Sequence[Variant], settings: Settings, progress: Progress,
+                    failures: Dict[str, str], cache_dir: Optional[str] = None,
+                    ) -> Dict[str, peak_memory.MemoryMeasurement]:
+    """Peak memory per variant label (``_step_peak``); a variant whose subprocess fails goes into ``failures``."""
+    memory = {}
     for variant in variants:
         progress(f"[{model}] {variant.label}: measuring peak memory in a subprocess")
         request = peak_memory.MemoryRequest(variant.config, model, variant.precision, settings.batch_size,
-                                            settings.image_size, settings.memory_steps)
+                                            settings.image_size, settings.memory_steps, cache_dir)
         try:
-            if benchmark_step.PLACEMENT_OF.get(variant.config) == "measured" and not timings_fixed:
-                # A first run fills the placement's timing cache: the peak is the training step's,
-                # not that of the one-off micro-benchmarks and candidate copies. Fixed timings
-                # (``$SLIM_MP_TIMINGS_FILE``) time nothing, so there is nothing to fill.
-                peak_memory.measure_in_subprocess(request)
-            memory[variant.label] = peak_memory.measure_in_subprocess(request)
+            memory[variant.label] = _step_peak(request)
         except (ValueError, RuntimeError) as error:
             failures[variant.label] = failure_reason(error)
             progress(f"[{model}] {variant.label}: n/a ({failures[variant.label]})")
@@ -131,22 +146,45 @@ def _measure_memory(model: str, variants: Sequence[Variant], settings: Settings,
     return memory
 
 
+def _search_batches(model: str, precisions: Sequence[str], settings: Settings, cache_dir: Optional[str],
+                    progress: Progress) -> List[BatchFit]:
+    """With ``settings.memory_budget_mb``: the largest batch of float32 and of slim_mp per precision within it."""
+    if settings.memory_budget_mb is None:
+        return []
+    fits = []
+    for variant in [Variant(BASELINE, BASELINE)] + [Variant("slim_mp", precision) for precision in precisions]:
+        def bytes_above_baseline(batch: int, variant: Variant = variant) -> int:
+            request = peak_memory.MemoryRequest(variant.config, model, variant.precision, batch,
+                                                settings.image_size, settings.memory_steps, cache_dir)
+            measured = _step_peak(request)
+            above = measured.peak_bytes - measured.baseline_bytes
+            progress(f"[{model}] {variant.label}: batch {batch}: {above / MIB:.1f} MiB above baseline")
+            return above
+        try:
+            fits.append(largest_batch_within(model, variant.label, settings.memory_budget_mb, bytes_above_baseline))
+        except (ValueError, RuntimeError) as error:
+            fits.append(BatchFit(model, variant.label, int(settings.memory_budget_mb * MIB), None, (),
+                                 DEFAULT_MAX_BATCH, unavailable=failure_reason(error)))
+    return fits
+
+
 def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, progress: Progress,
-                 failures: Dict[str, str], decisions_dir: Optional[str] = None,
+                 failures: Dict[str, str], decisions_dir: Optional[str] = None, cache_dir: Optional[str] = None,
                  ) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, int]]:
     """Build and run once each variant not yet failed: (steps, casts executed); failures go into ``failures``.
 
-    With ``decisions_dir``, each measured placement is pinned there (``under_load.decisions_path``).
+    With ``decisions_dir``, each measured placement is pinned there (``under_load.decisions_path``);
+    ``cache_dir``: the placement's timing cache.
     """
     steps, casts = {}, {}
     for variant in variants:
         if variant.label in failures:
             continue
         step = None
-        options = None
+        options = PlacementOptions(cache_dir=cache_dir)
         if decisions_dir and benchmark_step.PLACEMENT_OF.get(variant.config) == "measured":
             pinned = under_load.decisions_path(decisions_dir, model, variant.label)
-            options = PlacementOptions(decisions_file=pinned)
+            options = dataclasses.replace(options, decisions_file=pinned)
         try:
             step = benchmark_step.build_benchmark_step(
                 variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size,
@@ -166,15 +204,16 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
 def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
                     support: Dict[str, PrecisionSupport], memory: Dict[str, peak_memory.MemoryMeasurement],
                     progress: Progress, failures: Optional[Dict[str, str]] = None,
-                    decisions_dir: Optional[str] = None) -> List[VariantResult]:
+                    decisions_dir: Optional[str] = None, cache_dir: Optional[str] = None) -> List[VariantResult]:
     """Interleaved timing of all ``variants`` of ``model``, joined with their ``memory`` measurements by label.
 
     ``failures`` (label -> reason) are variants already known not to work; more are added when a
     build or first run fails. Without a float32 baseline every variant of the model is unavailable.
-    ``decisions_dir``: pin each measured placement there (see ``_build_steps``).
+    ``decisions_dir``: pin each measured placement there; ``cache_dir``: the placement's timing
+    cache, which the memory runs filled (see ``_build_steps``).
     """
     failures = dict(failures or {})
-    steps, casts = _build_steps(model, variants, settings, progress, failures, decisions_dir)
+    steps, casts = _build_steps(model, variants, settings, progress, failures, decisions_dir, cache_dir)
     if BASELINE in failures:
         for step in steps.values():
             step.session.close()
@@ -203,7 +242,7 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
             step_seconds=tuple(times[label]), casts_executed=casts[label],
             casts_in_graph=steps[label].graph_casts, pass_seconds=steps[label].pass_seconds,
             peak_memory_bytes=memory[label].peak_bytes, baseline_memory_bytes=memory[label].baseline_bytes,
-            memory_method=memory[label].method,
+            memory_method=memory[label].method, cold_pass_seconds=memory[label].pass_seconds,
             placement_float32_ops=len(plan.float32_ops) if plan else None))
     return results
 
@@ -223,15 +262,19 @@ def run_suite(models: Sequence[str], precisions: Sequence[str], settings: Settin
     pinned = decisions_dir if background_load else None
     if pinned:
         under_load.remove_decisions(pinned, [(model, variant.label) for model in models for variant in variants])
-    with under_load.BackgroundLoad(background_load) as load:
+    with under_load.BackgroundLoad(background_load) as load, tempfile.TemporaryDirectory(
+            prefix="slim_mp_placement_cache_") as cache_dir:
         if background_load:
             progress(f"background load: {background_load} busy-loop process(es), pids {load.pids}")
-        memory = {model: _measure_memory(model, variants, settings, progress, failures[model]) for model in models}
+        memory = {model: _measure_memory(model, variants, settings, progress, failures[model], cache_dir)
+                  for model in models}
+        fits = [fit for model in models for fit in _search_batches(model, precisions, settings, cache_dir, progress)]
         results = []
         for model in models:
             results.extend(benchmark_model(model, variants, settings, support, memory[model], progress,
-                                           failures[model], pinned))
-    run = SuiteRun(device, support, settings, tuple(precisions), tuple(skipped), tuple(results), background_load)
+                                           failures[model], pinned, cache_dir))
+    run = SuiteRun(device, support, settings, tuple(precisions), tuple(skipped), tuple(results), background_load,
+                   batch_fits=tuple(fits))
     if not pinned:
         return run
     progress("background load stopped")

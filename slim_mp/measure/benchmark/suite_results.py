@@ -1,7 +1,8 @@
 """The records of a benchmark run, at the bottom of the tool: what was asked, what each variant measured.
 
 ``Variant`` and ``Settings`` say what runs; ``VariantResult`` is one (model, variant)'s measurements,
-``QuietRetiming`` a placement decided under a background load and re-timed quiet, ``SuiteRun``
+``QuietRetiming`` a placement decided under a background load and re-timed quiet, ``BatchFit`` the
+largest batch within a memory budget, ``SuiteRun``
 everything a report needs. Plain frozen values: the suite fills them, the reports read them.
 """
 
@@ -31,6 +32,14 @@ class Variant:
         return f"{self.config}_{short_name(tf.as_dtype(self.precision))}"
 
 
+def check_memory_budget(budget_mb: float) -> float:
+    """``budget_mb`` if it is a positive number of MiB; else ValueError naming ``--memory_budget_mb``."""
+    if isinstance(budget_mb, bool) or not isinstance(budget_mb, (int, float)) or not budget_mb > 0:
+        raise ValueError(f"--memory_budget_mb={budget_mb!r} is not a positive number of MiB; pass e.g. "
+                         "--memory_budget_mb=2048 (the process's peak above its baseline), or leave it unset.")
+    return float(budget_mb)
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """What to run: batch size, input size (None: each network's default), timed rounds, warm-up and memory steps."""
@@ -40,6 +49,7 @@ class Settings:
     rounds: int
     warmup: int
     memory_steps: int = 3
+    memory_budget_mb: Optional[float] = None
 
     def __post_init__(self) -> None:
         for name, minimum in (("batch_size", 1), ("rounds", 1), ("warmup", 0), ("memory_steps", 1)):
@@ -48,6 +58,8 @@ class Settings:
                 raise ValueError(f"{name}={value!r} is invalid; pass an integer of at least {minimum}.")
         if self.image_size is not None and (not isinstance(self.image_size, int) or self.image_size < 1):
             raise ValueError(f"image_size={self.image_size!r} is invalid; pass a positive integer or leave it unset.")
+        if self.memory_budget_mb is not None:
+            check_memory_budget(self.memory_budget_mb)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +83,34 @@ class VariantResult:
     memory_method: Optional[str]
     unavailable: Optional[str] = None
     placement_float32_ops: Optional[int] = None
+    cold_pass_seconds: Optional[float] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchFit:
+    """The largest batch of one (model, variant) within a memory budget, and every batch the search measured.
+
+    ``peaks``: (batch size, peak bytes above baseline) per batch measured, by batch size.
+    ``largest_batch``: None when even batch 1 does not fit. ``unavailable``: why the search failed.
+    """
+
+    model: str
+    label: str
+    budget_bytes: int
+    largest_batch: Optional[int]
+    peaks: Tuple[Tuple[int, int], ...]
+    max_batch: int
+    unavailable: Optional[str] = None
+
+    def peak_of(self, batch: Optional[int]) -> Optional[int]:
+        """The measured bytes above baseline of ``batch``, or None if it was not measured."""
+        return dict(self.peaks).get(batch)
+
+    @property
+    def first_over(self) -> Optional[int]:
+        """The smallest measured batch over the budget (the answer plus one after a full search)."""
+        over = [batch for batch, peak in self.peaks if peak > self.budget_bytes]
+        return min(over) if over else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,3 +148,4 @@ class SuiteRun:
     results: Tuple[VariantResult, ...]
     background_load: int = 0
     quiet_retimings: Tuple[QuietRetiming, ...] = ()
+    batch_fits: Tuple[BatchFit, ...] = ()
