@@ -12,8 +12,9 @@
 - Import ``slim_mp`` from this checkout (not an installed copy) and the shared helpers of
   ``tests/support`` (``graph_checks``, ``nets_checks``, ``reference``, ``script_runs``,
   ``datasets_support``) as top-level modules.
-- Apply the tf_slim compatibility fixes once, for every test (``slim_mp.compat.install()``), so no
-  test module has to import ``slim_mp`` only for its side effect.
+- Apply the tf_slim compatibility fixes once per test process (``slim_mp.compat.install()``), so no
+  test module has to import ``slim_mp`` only for its side effect; the pytest-xdist controller,
+  which runs no test, does not import TensorFlow at all.
 """
 
 import json
@@ -44,6 +45,15 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(TESTS_DIR))
 sys.path.insert(0, os.path.join(TESTS_DIR, "support"))
 
-import slim_mp.compat  # noqa: E402
 
-slim_mp.compat.install()
+def pytest_configure(config) -> None:
+    """Apply the tf_slim fixes in every process that runs tests.
+
+    The pytest-xdist controller of ``-n N`` only hands files to its workers, so it skips the
+    fixes and with them TensorFlow's import (~7 s of CPU).
+    """
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return
+    import slim_mp.compat
+
+    slim_mp.compat.install()

@@ -12,6 +12,7 @@ from train_configs import lenet_config
 import slim_mp
 from nets import nets_factory
 from slim_mp.loss_scale import TrainingDivergedError
+from slim_mp.training import train_graph
 from slim_mp.training.loop import train
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions
 
@@ -117,20 +118,32 @@ def warnings_logged(monkeypatch):
     return lines
 
 
-def test_training_loop_warns_once_per_skipped_step_and_the_guard_names_the_op(tmp_path, warnings_logged):
+SKIP_LIMIT = 10  # the loop's guard, lowered from the default 100: each skipped step is replayed
+
+
+def test_training_loop_warns_once_per_skipped_step_and_the_guard_names_the_op(tmp_path, warnings_logged,
+                                                                              monkeypatch):
     # A fixed scale of 1e30 makes the gradient cast into float16 infinite on every step: all steps are
     # skipped at the (fixed) minimum scale and the divergence guard stops the run.
+    limits = []
+
+    def with_a_lower_guard(*args, **kwargs):
+        limits.append(kwargs.get("max_consecutive_skips_at_min", "default"))
+        return slim_mp.enable_mixed_precision(*args, **kwargs, max_consecutive_skips_at_min=SKIP_LIMIT)
+
+    monkeypatch.setattr(train_graph, "enable_mixed_precision", with_a_lower_guard)
     config = lenet_config(
-        str(tmp_path), batch_size=2, max_number_of_steps=200,
+        str(tmp_path), batch_size=2, max_number_of_steps=2 * SKIP_LIMIT,
         precision_options=PrecisionOptions(precision="float16", mp_debug_nonfinite=True),
         loss_scale_options=LossScaleOptions(loss_scale="1e30"),
     )
     with pytest.raises(TrainingDivergedError) as raised:
         train(config, print_line=lambda line: None)
-    assert "Training diverged" in str(raised.value)
+    assert f"Training diverged: {SKIP_LIMIT} steps in a row were skipped" in str(raised.value)
     assert "first non-finite value came from op" in str(raised.value)
     skipped_lines = [line for line in warnings_logged if "was skipped for non-finite gradients" in line]
-    assert len(skipped_lines) == 99  # the 100th skip raises inside the step
+    assert limits == ["default"]  # the loop itself keeps the library's guard
+    assert len(skipped_lines) == SKIP_LIMIT - 1  # the last skip raises inside the step
     assert "backward pass, low precision (float16)" in skipped_lines[0]
     assert "at loss scale 1e+30" in skipped_lines[0]
 
