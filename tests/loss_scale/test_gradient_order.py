@@ -61,6 +61,7 @@ def test_gradients_equal_the_wrapped_optimizers_own(make_manager, precision):
         np.testing.assert_allclose(got, want, rtol=0, atol=0, err_msg=variable.op.name)
 
 
+@pytest.mark.executed_ops
 def test_each_term_runs_after_the_term_it_is_added_to():
     # What holds in every scheduling order: a deferred term starts only after the ops making the
     # other inputs of its sum have ended.

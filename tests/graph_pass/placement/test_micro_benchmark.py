@@ -37,6 +37,7 @@ def test_inference_timing_builds_no_backprop_ops(monkeypatch):
     assert backprop == [{"Conv2DBackpropInput", "Conv2DBackpropFilter"}, set()]
 
 
+@pytest.mark.executed_ops
 def test_a_pair_stops_being_timed_once_settled_says_so(monkeypatch):
     calls = []
     real_run_ms = stopwatch.run_ms
