@@ -25,7 +25,7 @@ import collections
 import dataclasses
 import heapq
 import statistics
-from typing import Dict, List, Mapping, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Mapping, Sequence, Set, Tuple
 
 import tensorflow as tf
 
@@ -86,19 +86,29 @@ class StepParallelism:
         return dict(dataclasses.asdict(self), alone_ms=self.alone_ms)
 
 
+def executed_node_defs(metadata: tf1.RunMetadata) -> Dict[str, tf1.NodeDef]:
+    """The executed graph's nodes by name, from the partition graphs of a traced run."""
+    return {node.name: node for graph in metadata.partition_graphs for node in graph.node}
+
+
+def timed_node_stats(metadata: tf1.RunMetadata) -> Iterator:
+    """Every ``NodeExecStats`` of a traced run, over all its devices."""
+    for device in metadata.step_stats.dev_stats:
+        yield from device.node_stats
+
+
 def traced_ops(metadata: tf1.RunMetadata) -> List[TracedOp]:
     """Every op run that the step stats timed and the partition graphs hold, with its producers."""
-    nodes = {node.name: node for graph in metadata.partition_graphs for node in graph.node}
+    nodes = executed_node_defs(metadata)
     runs = []
-    for device in metadata.step_stats.dev_stats:
-        for stats in device.node_stats:
-            node = nodes.get(stats.node_name)
-            if node is None:
-                continue
-            data = tuple(name.split(":")[0] for name in node.input if not name.startswith("^"))
-            control = tuple(name[1:] for name in node.input if name.startswith("^"))
-            runs.append(TracedOp(stats.node_name, op_family(node.op), stats.all_start_micros + stats.op_start_rel_micros,
-                                 stats.all_start_micros + stats.op_end_rel_micros, data, control))
+    for stats in timed_node_stats(metadata):
+        node = nodes.get(stats.node_name)
+        if node is None:
+            continue
+        data = tuple(name.split(":")[0] for name in node.input if not name.startswith("^"))
+        control = tuple(name[1:] for name in node.input if name.startswith("^"))
+        runs.append(TracedOp(stats.node_name, op_family(node.op), stats.all_start_micros + stats.op_start_rel_micros,
+                             stats.all_start_micros + stats.op_end_rel_micros, data, control))
     return runs
 
 

@@ -25,8 +25,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement.stopwatch import run_ms
-from slim_mp.measure.profiling.step_parallelism import (CAST_TYPE, StepParallelism, median_parallelism,
-                                                        step_parallelism, traced_ops)
+from slim_mp.measure.profiling.step_parallelism import (CAST_TYPE, StepParallelism, executed_node_defs,
+                                                        median_parallelism, step_parallelism, timed_node_stats,
+                                                        traced_ops)
 from slim_mp.op_families import op_family
 
 tf1 = tf.compat.v1
@@ -151,19 +152,10 @@ def profile_session_step(session: tf1.Session, fetches, label: str, traced_steps
     return profile_interleaved([(session, fetches, label)], traced_steps, timed_steps, warmup_steps, cores)[0]
 
 
-def _node_defs(metadata: tf1.RunMetadata) -> Dict[str, tf1.NodeDef]:
-    return {node.name: node for graph in metadata.partition_graphs for node in graph.node}
-
-
-def _node_stats(metadata: tf1.RunMetadata) -> Iterable:
-    for device in metadata.step_stats.dev_stats:
-        yield from device.node_stats
-
-
 def _output_shapes(metadata: tf1.RunMetadata) -> Dict[str, Tuple[int, ...]]:
     """``"node:slot"`` -> the shape of every tensor the step produced."""
     shapes = {}
-    for stats in _node_stats(metadata):
+    for stats in timed_node_stats(metadata):
         for output in stats.output:
             dims = tuple(int(dim.size) for dim in output.tensor_description.shape.dim)
             shapes[f"{stats.node_name}:{output.slot}"] = dims
@@ -225,11 +217,11 @@ def _dtype_of(node: Optional[tf1.NodeDef]) -> str:
 
 def executed_ops(metadata_list: Sequence[tf1.RunMetadata]) -> List[OpTime]:
     """Every op the traced steps ran, with its median time (microseconds), slowest first."""
-    nodes = _node_defs(metadata_list[-1])
+    nodes = executed_node_defs(metadata_list[-1])
     shapes = _output_shapes(metadata_list[-1])
     times: Dict[str, List[float]] = {}
     for metadata in metadata_list:
-        for stats in _node_stats(metadata):
+        for stats in timed_node_stats(metadata):
             if stats.node_name in nodes:
                 times.setdefault(stats.node_name, []).append(stats.op_end_rel_micros - stats.op_start_rel_micros)
     ops = []
@@ -250,11 +242,11 @@ class _Buffer:
 
 def live_tensors_at_peak(metadata: tf1.RunMetadata) -> Tuple[int, List[LiveTensor]]:
     """The most bytes of step tensors alive at once, and those tensors (largest first); see the module docstring."""
-    nodes = _node_defs(metadata)
+    nodes = executed_node_defs(metadata)
     starts: Dict[str, int] = {}
     ends: Dict[str, int] = {}
     records = []
-    for stats in _node_stats(metadata):
+    for stats in timed_node_stats(metadata):
         starts[stats.node_name] = stats.all_start_micros
         ends[stats.node_name] = stats.all_start_micros + stats.all_end_rel_micros
         records.append(stats)
