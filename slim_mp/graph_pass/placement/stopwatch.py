@@ -10,12 +10,17 @@ import statistics
 import time
 from typing import Callable, Collection, List, Mapping, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 # Fewer paired rounds than this say nothing about their spread (the MAD of two ratios is always 0).
 MIN_NOISE_ROUNDS = 3
 # The graph collection of the assign ops that initialise ``variable_of``'s variables.
 _INITIALIZERS = "slim_mp_placement_initializers"
+# The graph collection holding the one block of random normals that large variables repeat.
+_RANDOM_BLOCK = "slim_mp_placement_random_block"
+# Elements of that block: a prime, so its repeats line up with no tensor dimension.
+RANDOM_BLOCK_SIZE = 4099
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,20 +35,38 @@ class Timed:
     noise: float = 0.0
 
 
+def _random_block() -> tf.Tensor:
+    """The default graph's block of ``RANDOM_BLOCK_SIZE`` small random normals (made on first use)."""
+    graph = tf.compat.v1.get_default_graph()
+    existing = graph.get_collection(_RANDOM_BLOCK)
+    if existing:
+        return existing[0]
+    normal = tf.raw_ops.RandomStandardNormal(shape=tf.constant([RANDOM_BLOCK_SIZE], tf.int32), dtype=tf.float32,
+                                             seed=1, seed2=0)
+    block = tf.raw_ops.Mul(x=normal, y=tf.constant(0.1, tf.float32))
+    graph.add_to_collection(_RANDOM_BLOCK, block)
+    return block
+
+
 def random_variable(shape: Sequence[int], dtype: tf.DType) -> tf.Tensor:
     """The read of a variable of ``shape`` initialised in the graph (no large constants to copy around).
 
-    Floating types get small random normals; integer and boolean types zeros (valid labels and indices).
-    Raw ops, as few as give that: this runs hundreds of times per timing graph.
+    Floating types get small random normals (N(0, 0.1²)): those of one block of the graph's
+    (``RANDOM_BLOCK_SIZE``), repeated to fill the shape. Why repeated: drawing normals costs ~20 ns
+    each and a timing graph's variables hold ~10⁸ elements, seconds per cold pass; repeating a block
+    costs ~0.5 ns each, and a convolution's or product's time does not depend on its values.
+    Integer and boolean types get zeros (valid labels and indices). Raw ops, as few as give that:
+    this runs hundreds of times per timing graph.
     """
     dims = tf.constant(list(shape), tf.int32)
-    if dtype.is_floating:
-        normal = tf.raw_ops.RandomStandardNormal(shape=dims, dtype=tf.float32, seed=1, seed2=0)
-        initial = tf.raw_ops.Mul(x=normal, y=tf.constant(0.1, tf.float32))
-        initial = initial if dtype == tf.float32 else tf.raw_ops.Cast(x=initial, DstT=dtype)
-    else:
-        initial = tf.raw_ops.Fill(dims=dims, value=tf.constant(0, dtype))
-    return variable_of(initial)
+    if not dtype.is_floating:
+        return variable_of(tf.raw_ops.Fill(dims=dims, value=tf.constant(0, dtype)))
+    elements = int(np.prod(shape, dtype=np.int64))
+    repeats = tf.constant([-(-elements // RANDOM_BLOCK_SIZE)], tf.int32)
+    flat = tf.raw_ops.Slice(input=tf.raw_ops.Tile(input=_random_block(), multiples=repeats),
+                            begin=tf.constant([0], tf.int32), size=tf.constant([elements], tf.int32))
+    initial = tf.raw_ops.Reshape(tensor=flat, shape=dims)
+    return variable_of(initial if dtype == tf.float32 else tf.raw_ops.Cast(x=initial, DstT=dtype))
 
 
 def variable_of(initial: tf.Tensor) -> tf.Tensor:
@@ -129,15 +152,16 @@ StillOpen = Callable[[List[List[float]]], Collection[int]]
 
 
 def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: int, runs: int,
-                   still_open: Optional[StillOpen] = None) -> List[Optional[List[float]]]:
+                   still_open: Optional[StillOpen] = None,
+                   first_look: int = MIN_NOISE_ROUNDS) -> List[Optional[List[float]]]:
     """Milliseconds of every timed run of each callable (None if it is None or fails its warm-up).
 
     After ``warmup`` untimed runs each, up to ``runs`` rounds run each callable once: even rounds in
     the given order, odd rounds reversed, so within any two callables each goes first in half the
     rounds (a float32 variant and its low twin alternate) and a burst of load on a shared machine
     hits all variants alike instead of spoiling one. ``still_open``, asked after every round from the
-    ``MIN_NOISE_ROUNDS``-th on, names the callables that go on; the rest stop there (their verdict is
-    settled), and the rounds end when none is left.
+    ``first_look``-th on (by default ``MIN_NOISE_ROUNDS``), names the callables that go on; the rest
+    stop there (their verdict is settled), and the rounds end when none is left.
     """
     working: List[Optional[Callable[[], object]]] = []
     for run in callables:
@@ -152,9 +176,11 @@ def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: 
     for round_index in range(runs):
         for index in (order if round_index % 2 == 0 else order[::-1]):
             times[index].append(run_ms(working[index]))
-        if still_open is not None and round_index + 1 >= MIN_NOISE_ROUNDS:
+        if still_open is not None and round_index + 1 >= first_look:
             going_on = set(still_open(times))
             order = [index for index in order if index in going_on]
+            if not order:
+                break
     return [values if values else None for values in times]
 
 
