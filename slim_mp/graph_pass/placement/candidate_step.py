@@ -6,10 +6,17 @@ the trainable variables' substitutes is taken as TF1 optimizers take it (gated p
 momentum update with rate 0 consumes it. Building a ResNet-50 step takes seconds, so a built
 step stays open in its ``StepPool`` until the decision is made: the check times again the steps
 the search already built.
+
+Building a step is Python work on one core; opening it (session, variable initialisation, the
+untimed warm-up runs that pay grappler and the executor) is TensorFlow's, which releases the
+interpreter. So the pool opens each step in a background thread while the next graph is built
+(``StepPool.start``): nothing is timed until every step of a batch is open, so the overlap costs
+no timing its accuracy.
 """
 
+import concurrent.futures
 import dataclasses
-from typing import Dict, Iterable
+from typing import Callable, Dict, Iterable, Optional, Sequence
 
 import tensorflow as tf
 
@@ -29,12 +36,25 @@ class CandidateStep:
 
     ``target``'s first value is the first objective (the loss); ``substitutes`` maps each replaced
     tensor's name to the read of the variable standing in for it (``stopwatch.load_variables`` sets
-    values there to reproduce a batch).
+    values there to reproduce a batch). ``run``: the session's callable of ``target``, the one the
+    warm-up ran (a new callable pays grappler and the executor again on its first call); None
+    when the warm-up failed.
     """
 
     session: tf.compat.v1.Session
     target: tf.Tensor
     substitutes: Dict[str, tf.Tensor]
+    run: Optional[Callable[[], object]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _StepGraph:
+    """A candidate's step built but not opened: the graph, the fetch, the substitutes' reads and their initialiser."""
+
+    graph: tf.Graph
+    target: tf.Tensor
+    substitutes: Dict[str, tf.Tensor]
+    init: tf.Operation
 
 
 def _apply_with_zero_rate(value: tf.Tensor, gradient) -> tf.Operation:
@@ -52,9 +72,8 @@ def _apply_with_zero_rate(value: tf.Tensor, gradient) -> tf.Operation:
                                             momentum=tf.constant(0.9, value.dtype))
 
 
-def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candidate,
-                         target: MeasuringTarget = MeasuringTarget()) -> CandidateStep:
-    """A session running one step of ``copy`` painted as ``candidate`` says, on ``target``'s device and options."""
+def _step_graph(copy: RegionCopy, config: PaintConfig, candidate: Candidate, target: MeasuringTarget) -> _StepGraph:
+    """The graph of one step of ``copy`` painted as ``candidate`` says, on ``target``'s device."""
     graph = tf.Graph()
     with graph.as_default(), tf.device(target.local_device() or None):
         input_map, trainable = {}, []
@@ -81,30 +100,70 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candi
         with tf.control_dependencies(updates):
             step = first_values(computed)
         init = variables_initializer()
-    session = target.session(graph)
-    session.run(init)
-    return CandidateStep(session, step, input_map)
+    return _StepGraph(graph, step, input_map, init)
+
+
+def _opened(built: _StepGraph, target: MeasuringTarget, warmup: int) -> CandidateStep:
+    """``built`` in a session of ``target``'s, its variables initialised, after ``warmup`` untimed runs.
+
+    A step whose warm-up fails to run (an op without a kernel here, say) is returned without its
+    ``run``: the timing leaves it out. A failure to initialise propagates (the batch is then not timed).
+    """
+    session = target.session(built.graph)
+    session.run(built.init)
+    run = session.make_callable(built.target)
+    try:
+        for _ in range(warmup):
+            run()
+    except tf.errors.OpError:
+        return CandidateStep(session, built.target, built.substitutes)
+    return CandidateStep(session, built.target, built.substitutes, run)
+
+
+def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candidate,
+                         target: MeasuringTarget = MeasuringTarget(), warmup: int = 0) -> CandidateStep:
+    """A session running one step of ``copy`` painted as ``candidate`` says, on ``target``'s device and
+    options, after ``warmup`` untimed runs."""
+    return _opened(_step_graph(copy, config, candidate, target), target, warmup)
 
 
 class StepPool:
-    """The built steps of one region copy, by candidate: each built once, open until ``close``."""
+    """The built steps of one region copy, by candidate: each built once, warmed up ``warmup`` times,
+    open until ``close``."""
 
-    def __init__(self, copy: RegionCopy, config: PaintConfig, target: MeasuringTarget) -> None:
-        self.copy, self.config, self.target = copy, config, target
-        self._steps: Dict[Candidate, CandidateStep] = {}
+    def __init__(self, copy: RegionCopy, config: PaintConfig, target: MeasuringTarget, warmup: int = 1) -> None:
+        self.copy, self.config, self.target, self.warmup = copy, config, target, warmup
+        self._steps: Dict[Candidate, concurrent.futures.Future] = {}
+        self._opener: Optional[concurrent.futures.ThreadPoolExecutor] = None
+
+    def start(self, candidates: Sequence[Candidate]) -> None:
+        """Build the steps of ``candidates`` not built yet, one after the other, each opened and warmed
+        up in the background while the next is built. Build errors propagate here; opening errors
+        from ``step``."""
+        for candidate in candidates:
+            if candidate not in self._steps:
+                built = _step_graph(self.copy, self.config, candidate, self.target)
+                if self._opener is None:
+                    self._opener = concurrent.futures.ThreadPoolExecutor(max_workers=2,
+                                                                         thread_name_prefix="placement_step")
+                self._steps[candidate] = self._opener.submit(_opened, built, self.target, self.warmup)
 
     def step(self, candidate: Candidate) -> CandidateStep:
-        """``candidate``'s step, built now unless an equal candidate's already is."""
-        if candidate not in self._steps:
-            self._steps[candidate] = build_candidate_step(self.copy, self.config, candidate, self.target)
-        return self._steps[candidate]
+        """``candidate``'s step, open and warmed up (built now unless an equal candidate's already is)."""
+        self.start([candidate])
+        return self._steps[candidate].result()
 
     def keep_only(self, candidates: Iterable[Candidate]) -> None:
         """Close the steps of all but ``candidates`` (their memory is a whole step's each)."""
         kept = set(candidates)
         for candidate in [c for c in self._steps if c not in kept]:
-            self._steps.pop(candidate).session.close()
+            opening = self._steps.pop(candidate)
+            if opening.exception() is None:
+                opening.result().session.close()
 
     def close(self) -> None:
-        """Close every step's session."""
+        """Close every step's session and stop the opening thread."""
         self.keep_only(())
+        if self._opener is not None:
+            self._opener.shutdown()
+            self._opener = None

@@ -26,7 +26,9 @@ class SearchContext:
     ``timings`` the timed allow ops; ``copy``: the region's standalone copy for whole steps, None
     when none is timed, ``why_not_copied`` then saying why (empty when steps are simply not asked
     for); ``all_float32``: the all-float32 candidate as the search found it (with its labels);
-    ``steps``: the copy's built steps (``StepPool``), None without a copy.
+    ``steps``: the copy's built steps (``StepPool``), None without a copy. ``machine_noise``: the
+    noise of the op pairs micro-benchmarked for this decision (``noise.pooled_noise``), None when
+    none was timed now (cached timings say nothing of this machine's noise at this moment).
     """
 
     config: PaintConfig
@@ -37,6 +39,7 @@ class SearchContext:
     why_not_copied: str
     all_float32: Candidate
     steps: Optional[StepPool] = None
+    machine_noise: Optional[float] = None
 
     @property
     def precision(self) -> str:

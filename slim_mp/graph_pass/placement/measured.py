@@ -41,11 +41,12 @@ from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.decisions import check_decisions_fit, wait_for_decisions, write_decisions
 from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, low_regions
+from slim_mp.graph_pass.placement.noise import pooled_noise
 from slim_mp.graph_pass.placement.options import Placement, PlacementOptions
 from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.region_copy import copy_for_timing
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
-from slim_mp.graph_pass.placement.signatures import OpTiming, cast_signature, op_signature
+from slim_mp.graph_pass.placement.signatures import CAST, OpTiming, cast_signature, op_signature
 from slim_mp.graph_pass.placement.step_check import StepCheck, check_batch, judge, not_checked, reused_check
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
 from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
@@ -90,17 +91,20 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
 
 
 def _op_timings(region: Region, config: PaintConfig, cache: TimingCache,
-                options: PlacementOptions) -> Tuple[Estimator, int, int]:
-    """Step 2: the estimator over the allow ops' timings (by name), and how many signatures were measured / cached."""
+                options: PlacementOptions) -> Tuple[Estimator, int, int, Optional[float]]:
+    """Step 2: the estimator over the allow ops' timings (by name), how many signatures were measured /
+    cached, and the median noise of the op pairs measured now (``SearchContext.machine_noise``)."""
     decisions = paint(region, config)
     allow = [op for op, d in decisions.items() if d.op_class == "allow" and d.colour == LOW]
     signatures = {op.name: op_signature(op) for op in allow}
     signatures = {name: s for name, s in signatures.items() if s is not None}
     wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
     by_signature, measured, cached = timings_for(wanted, cache, options, config.precision)
+    noises = [by_signature[s].noise for s in measured if s in by_signature and s.op_type != CAST]
     timings: Dict[str, OpTiming] = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
     casts = fit_cast_model(by_signature, options.cast_sizes)
-    return Estimator(region, config, timings, casts, options.low_precision_margin), measured, cached
+    return (Estimator(region, config, timings, casts, options.low_precision_margin), len(measured), cached,
+            pooled_noise(noises))
 
 
 def _candidates(region: Region, estimate: Estimator) -> List[Candidate]:
@@ -143,7 +147,7 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
     """Steps 2-6: time, search, check, and the plan."""
     started = time.perf_counter()
     cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
-    estimate, measured, cached = _op_timings(region, config, cache, options)
+    estimate, measured, cached, machine_noise = _op_timings(region, config, cache, options)
     timings = estimate.timings
     found = _candidates(region, estimate)
     timed = shortlist(found, estimate, options)
@@ -152,7 +156,8 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
                      else (None, ""))
     context = SearchContext(config, options, cache, estimate, copy, why_not,
                             all_float32=next((c for c in found if c == reference), reference),
-                            steps=StepPool(copy, config, options.target) if copy is not None else None)
+                            steps=StepPool(copy, config, options.target, options.step_warmup)
+                            if copy is not None else None, machine_noise=machine_noise)
     try:
         if copy is not None and worth_timing(timed, options):
             timed = _with_steps(context, timed)

@@ -8,6 +8,8 @@ wins) and the whole-step check (``step_check``) decide by this rule only.
 """
 
 import dataclasses
+import statistics
+from typing import Optional, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +43,28 @@ def is_settled(first_ms: float, second_ms: float, floor: float, measured_noise: 
     """
     smaller, larger = sorted((first_ms, second_ms))
     return not is_noise(smaller, larger, factor * floor, factor * measured_noise)
+
+
+def pooled_noise(pair_noises: Sequence[float]) -> Optional[float]:
+    """This machine's noise at the moment the pairs were timed: the median of their measured noises
+    (each estimated from a few rounds; the median is robust to the pairs a burst of load hit);
+    None without a pair."""
+    return statistics.median(pair_noises) if pair_noises else None
+
+
+def is_clear(first_rounds: Sequence[float], second_rounds: Sequence[float], floor: float, prior_noise: float,
+             factor: float) -> bool:
+    """Whether every round of one beats every round of the other by more than ``factor`` times the
+    noise bound (``prior_noise``: measured before these rounds, on this machine).
+
+    Why it may stop timing after two rounds, before a spread of their own can be measured: a burst of
+    load that flatters one variant has to hit every round of the other and none of its own, and the
+    rounds alternate which goes first. Only a margin many bounds wide, seen in every round, counts.
+    """
+    if not first_rounds or not second_rounds:
+        return False
+    faster, slower = sorted((first_rounds, second_rounds), key=min)
+    return not is_noise(max(faster), min(slower), factor * floor, factor * prior_noise)
 
 
 def win_verdict(low_label: str, low_ms: float, float32_ms: float, floor: float,

@@ -103,6 +103,10 @@ class PlacementOptions:
     there by more than this many times the noise bound (``step_check.reused_check``). 4: the chosen
     one is the fastest of up to ``max_timed_candidates`` noisy steps, flattered by about their
     spread (one to two bounds); four leaves a win of two bounds or more once that is taken off.
+    ``clear_factor``: a verdict against all float32 (the check, and static beside all float32)
+    stops after two rounds when every round of one step beat every round of the other by more
+    than this many times the bound, the bound taken from the noise the micro-benchmarks measured
+    just before (``noise.is_clear``). 4, as ``reuse_factor``: only a margin many bounds wide.
     """
 
     cache_dir: Optional[str] = None
@@ -129,6 +133,7 @@ class PlacementOptions:
     settle_factor: float = 2.0
     settle_step_runs: int = 7
     reuse_factor: float = 4.0
+    clear_factor: float = 4.0
 
     def fixed_timings_file(self) -> Optional[str]:
         """``timings_file``, else ``$SLIM_MP_TIMINGS_FILE``, else None (measure on this device)."""

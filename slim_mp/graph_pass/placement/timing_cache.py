@@ -110,16 +110,16 @@ def fixed_measure(path: str, precision: tf.DType) -> Measure:
 
 
 def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: PlacementOptions,
-                precision: tf.DType) -> Tuple[Dict[OpSignature, OpTiming], int, int]:
+                precision: tf.DType) -> Tuple[Dict[OpSignature, OpTiming], List[OpSignature], int]:
     """Timings of ``signatures``: fixed ones, or from the cache, measuring (and caching) the missing ones.
 
     Returns:
-      (timings, signatures measured now, signatures found in the cache).
+      (timings, the signatures measured now, how many were found in the cache).
     """
     unique = list(dict.fromkeys(signatures))
     fixed = options.fixed_timings()
     if fixed:
-        return fixed_measure(fixed, precision)(unique, precision), 0, 0
+        return fixed_measure(fixed, precision)(unique, precision), [], 0
     found = {s: cache.get(s.key()) for s in unique}
     missing = [s for s, timing in found.items() if not timing or len(timing) != 3]
     timings = {s: OpTiming(*timing) for s, timing in found.items() if timing and len(timing) == 3}
@@ -129,4 +129,4 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
         measured = measure(missing, precision)
         cache.add({s.key(): [t.float32_ms, t.low_ms, t.noise] for s, t in measured.items()})
         timings.update(measured)
-    return timings, len(missing), len(unique) - len(missing)
+    return timings, missing, len(unique) - len(missing)

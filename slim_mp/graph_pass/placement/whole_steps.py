@@ -22,7 +22,8 @@ from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.options import PlacementOptions
-from slim_mp.graph_pass.placement.stopwatch import StillOpen, Timed, interleaved_ms, timed_against
+from slim_mp.graph_pass.placement.noise import is_clear
+from slim_mp.graph_pass.placement.stopwatch import MIN_NOISE_ROUNDS, StillOpen, Timed, interleaved_ms, timed_against
 
 # What building or running a candidate's step can raise; any of them means "decide on the estimate".
 _STEP_ERRORS = (tf.errors.OpError, ValueError, TypeError, LookupError)
@@ -36,32 +37,51 @@ class StepBatch(enum.StrEnum):
     STATIC = "check-static"
 
 
-def until_settled(options: PlacementOptions, reference: int) -> StillOpen:
+def until_settled(options: PlacementOptions, reference: int, machine_noise: Optional[float] = None) -> StillOpen:
     """Rounds go on for all steps while any step's verdict against step ``reference`` is not settled
     (``PlacementOptions.settled``), and for at least ``options.settle_step_runs`` rounds; a reference
-    that did not run leaves them all to the last round."""
+    that did not run leaves them all to the last round.
+
+    With ``machine_noise`` (the noise measured just before), every verdict clear in every round so
+    far (``noise.is_clear`` at ``options.clear_factor``) also settles them, from the second round on.
+    """
 
     def still_open(times: List[List[float]]) -> List[int]:
         everyone = list(range(len(times)))
-        if not 0 <= reference < len(times) or len(times[reference]) < options.settle_step_runs:
+        if not 0 <= reference < len(times) or not times[reference]:
             return everyone
-        settled = all(options.settled(values, times[reference]) for index, values in enumerate(times)
-                      if values and index != reference)
+        others = [values for index, values in enumerate(times) if values and index != reference]
+        if machine_noise is not None and all(
+                is_clear(values, times[reference], options.noise_fraction, machine_noise, options.clear_factor)
+                for values in others):
+            return []
+        if len(times[reference]) < options.settle_step_runs:
+            return everyone
+        settled = all(options.settled(values, times[reference]) for values in others)
         return [] if settled else everyone
 
     return still_open
 
 
 def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], options: PlacementOptions = PlacementOptions(),
-                         runs: int = 7, reference: int = 0) -> List[Optional[Timed]]:
-    """One step of each candidate (from ``pool``) timed in up to ``runs`` interleaved rounds (after
-    ``options.step_warmup`` untimed ones), fewer once every step's verdict against candidate
-    ``reference`` is settled: its fastest milliseconds and the noise of comparing it with candidate
-    ``reference``; None for one that fails to run."""
+                         runs: int = 7, reference: int = 0, machine_noise: Optional[float] = None
+                         ) -> List[Optional[Timed]]:
+    """One step of each candidate (from ``pool``, warmed up there) timed in up to ``runs`` interleaved
+    rounds, fewer once every step's verdict against candidate ``reference`` is settled: its fastest
+    milliseconds and the noise of comparing it with candidate ``reference``; None for one that
+    fails to run.
+
+    With ``machine_noise`` a clear verdict may end the rounds from the second (``until_settled``);
+    a step timed in fewer rounds than a spread needs (``MIN_NOISE_ROUNDS``) then carries that noise.
+    """
+    pool.start(candidates)
     steps = [pool.step(candidate) for candidate in candidates]
-    rounds = interleaved_ms([step.session.make_callable(step.target) for step in steps], options.step_warmup,
-                            runs, until_settled(options, reference))
-    return timed_against(rounds, reference)
+    callables = [step.run for step in steps]
+    if machine_noise is None:
+        return timed_against(interleaved_ms(callables, 0, runs, until_settled(options, reference)), reference)
+    rounds = interleaved_ms(callables, 0, runs, until_settled(options, reference, machine_noise), first_look=2)
+    return [timed if timed is None or index == reference or len(rounds[index]) >= MIN_NOISE_ROUNDS
+            else Timed(timed.ms, machine_noise) for index, timed in enumerate(timed_against(rounds, reference))]
 
 
 def step_runs(context: SearchContext, candidates: Sequence[Candidate]) -> int:
@@ -91,8 +111,9 @@ def steps_timed(context: SearchContext, candidates: Sequence[Candidate], referen
     if all(value and len(value) == 2 for value in stored):
         return [Timed(*value) for value in stored]
     runs = step_runs(context, candidates)
+    machine_noise = None if batch == StepBatch.COMPARE else context.machine_noise
     measure = options.measure_steps or (lambda timed, base: time_candidate_steps(
-        context.steps, timed, options, runs=runs, reference=base))
+        context.steps, timed, options, runs=runs, reference=base, machine_noise=machine_noise))
     try:
         times = measure(candidates, reference)
     except _STEP_ERRORS as error:

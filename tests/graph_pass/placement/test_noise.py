@@ -42,3 +42,21 @@ def test_a_verdict_is_settled_only_beyond_the_factor_times_the_bound_either_way(
     assert not options.is_noise(min(low), min(base), measured_noise=0.02)
     assert not options.settled(low, base)
     assert not is_settled(9.7, 10.0, 0.02, 0.0, 2.0) and is_settled(9.5, 10.0, 0.02, 0.0, 2.0)
+
+
+def test_a_clear_verdict_needs_every_round_of_one_to_beat_every_round_of_the_other():
+    from slim_mp.graph_pass.placement.noise import is_clear
+
+    # Bound max(1%, 5%) = 5%, times 4 = 20%: the slowest low round must beat the fastest float32 one by more.
+    assert is_clear([6.0, 6.2], [10.0, 9.9], floor=0.01, prior_noise=0.05, factor=4.0)
+    assert is_clear([10.0, 9.9], [6.0, 6.2], floor=0.01, prior_noise=0.05, factor=4.0), "a clear loss too"
+    assert not is_clear([6.0, 8.5], [10.0, 9.9], floor=0.01, prior_noise=0.05, factor=4.0), "one round too close"
+    assert not is_clear([6.0, 6.2], [10.0, 9.9], floor=0.01, prior_noise=0.15, factor=4.0), "a noisier machine"
+    assert not is_clear([], [10.0], floor=0.01, prior_noise=0.0, factor=4.0)
+
+
+def test_the_pooled_noise_is_the_median_of_the_pairs_and_unknown_without_one():
+    from slim_mp.graph_pass.placement.noise import pooled_noise
+
+    assert pooled_noise([0.01, 0.30, 0.02]) == 0.02, "one pair a burst hit does not set it"
+    assert pooled_noise([]) is None

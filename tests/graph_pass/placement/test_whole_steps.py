@@ -64,11 +64,12 @@ def test_time_candidate_steps_returns_one_time_per_candidate():
     pool = StepPool(copy, CONFIG, MeasuringTarget())
     candidates = [Candidate(frozenset()), Candidate(allow_names(copy)), Candidate(frozenset(), tail_low=True)]
     try:
-        times = whole_steps.time_candidate_steps(pool, candidates, PlacementOptions(step_warmup=1), runs=3)
+        times = whole_steps.time_candidate_steps(pool, candidates, runs=3)
         assert len(times) == 3 and all(t is not None and t.ms > 0 and t.noise >= 0 for t in times)
         assert times[0].noise == 0.0, "the reference step has no noise against itself"
         static_step = pool.step(candidates[0])
-        whole_steps.time_candidate_steps(pool, candidates[:1], PlacementOptions(step_warmup=0), runs=3)
+        assert static_step.run is not None, "warmed up, through the callable the timing runs"
+        whole_steps.time_candidate_steps(pool, candidates[:1], runs=3)
         assert pool.step(Candidate(frozenset(), found_as=("another label",))) is static_step, "built once"
         pool.keep_only(candidates[:1])
         assert pool.step(candidates[1]) is not None and not static_step.session._closed
@@ -116,3 +117,29 @@ def test_whole_step_rounds_go_on_for_all_until_every_verdict_against_the_referen
     assert still_open([[6.0] * 4, [10.0] * 4, [13.0] * 4]) == [0, 1, 2], "not before settle_step_runs rounds"
     assert still_open([[6.0] * 5, [10.0] * 5, [9.9] * 5]) == [0, 1, 2], "1% apart: not settled"
     assert still_open([[6.0] * 5, [], [9.9] * 5]) == [0, 1, 2], "a reference that did not run settles nothing"
+
+
+def test_with_the_machine_noise_a_verdict_clear_in_every_round_settles_from_the_second():
+    options = PlacementOptions(noise_fraction=0.01, clear_factor=4.0, settle_step_runs=7)
+    still_open = whole_steps.until_settled(options, reference=1, machine_noise=0.05)
+    assert still_open([[6.0, 6.1], [10.0, 10.2]]) == [], "every round 39% or more apart: beyond 4 x 5%"
+    assert still_open([[6.0, 8.5], [10.0, 10.2]]) == [0, 1], "one round only 15% apart"
+    assert whole_steps.until_settled(options, reference=1)([[6.0, 6.1], [10.0, 10.2]]) == [0, 1], (
+        "without a machine noise, no verdict before settle_step_runs rounds")
+
+
+def test_a_step_whose_warm_up_fails_is_opened_without_its_callable():
+    from slim_mp.graph_pass.placement.candidate_step import _opened, _StepGraph
+    from slim_mp.graph_pass.placement.stopwatch import variable_of, variables_initializer
+
+    graph = tf.Graph()
+    with graph.as_default():
+        read = variable_of(tf.constant([-1.0]))
+        target = tf.debugging.check_numerics(tf.math.log(read), "log of a negative")
+        init = variables_initializer()
+    step = _opened(_StepGraph(graph, target, {}, init), MeasuringTarget(), warmup=1)
+    try:
+        assert step.run is None
+        np.testing.assert_array_equal(step.session.run(read), [-1.0]), "initialised all the same"
+    finally:
+        step.session.close()
