@@ -16,14 +16,16 @@ no timing its accuracy.
 
 import concurrent.futures
 import dataclasses
-from typing import Callable, Dict, Iterable, Optional, Sequence
+from typing import Callable, Dict, Iterable, Optional, Sequence, Tuple
 
 import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
 
 from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.placement.region_copy import RegionCopy
-from slim_mp.graph_pass.placement.stopwatch import first_values, random_variable, variable_like, variables_initializer
+from slim_mp.graph_pass.placement.stopwatch import (first_values, import_variables, initializer_names, random_variable,
+                                                    variable_like, variables_initializer)
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
@@ -57,31 +59,56 @@ class _StepGraph:
     init: tf.Operation
 
 
-def _apply_with_zero_rate(value: tf.Tensor, gradient) -> tf.Operation:
+@dataclasses.dataclass(frozen=True)
+class _Substitutes:
+    """The variables standing in for a copy's outside inputs and, when training, the momentum
+    accumulators of the trainable ones, as a graph of their own (built once per copy, imported into
+    every candidate's step): the reads' names in ``copy.substitutes``' order, the accumulators' in
+    the trainable ones' order, and the initialising assigns."""
+
+    graph_def: graph_pb2.GraphDef
+    reads: Tuple[str, ...]
+    accumulators: Tuple[str, ...]
+    initializers: Tuple[str, ...]
+
+
+def _substitutes_of(copy: RegionCopy, training: bool) -> _Substitutes:
+    graph = tf.Graph()
+    with graph.as_default():
+        reads = [random_variable(s.shape, s.dtype) for s in copy.substitutes]
+        # Not zeros: grappler would fold a zeros initialiser into a constant as large as the weights.
+        accumulators = [variable_like(read) for s, read in zip(copy.substitutes, reads) if training and s.trainable]
+    return _Substitutes(graph.as_graph_def(), tuple(read.name for read in reads),
+                        tuple(accumulator.name for accumulator in accumulators), tuple(initializer_names(graph)))
+
+
+def _apply_with_zero_rate(value: tf.Tensor, accumulator: tf.Tensor, gradient, rates: Dict[tf.DType, tuple]
+                          ) -> tf.Operation:
     """A momentum update of the variable read by ``value`` with learning rate 0 (the weights stay put).
 
     Training consumes every float32 gradient in full in its update, so does this; a momentum step
-    (slim's most common optimizer family) also costs about what training's does.
+    (slim's most common optimizer family) also costs about what training's does. ``rates``: the
+    step's (learning rate, momentum) constants by type, made once.
     """
     if isinstance(gradient, tf.IndexedSlices):
         gradient = tf.convert_to_tensor(gradient)
-    # Not zeros: grappler would fold a zeros initialiser into a constant as large as the weights.
-    accumulator = variable_like(value)
-    return tf.raw_ops.ResourceApplyMomentum(var=value.op.inputs[0], accum=accumulator.op.inputs[0],
-                                            lr=tf.constant(0.0, value.dtype), grad=gradient,
-                                            momentum=tf.constant(0.9, value.dtype))
+    if value.dtype not in rates:
+        rates[value.dtype] = (tf.constant(0.0, value.dtype), tf.constant(0.9, value.dtype))
+    rate, momentum = rates[value.dtype]
+    return tf.raw_ops.ResourceApplyMomentum(var=value.op.inputs[0], accum=accumulator.op.inputs[0], lr=rate,
+                                            grad=gradient, momentum=momentum)
 
 
-def _step_graph(copy: RegionCopy, config: PaintConfig, candidate: Candidate, target: MeasuringTarget) -> _StepGraph:
+def _step_graph(copy: RegionCopy, config: PaintConfig, candidate: Candidate, target: MeasuringTarget,
+                substitutes: _Substitutes) -> _StepGraph:
     """The graph of one step of ``copy`` painted as ``candidate`` says, on ``target``'s device."""
     graph = tf.Graph()
     with graph.as_default(), tf.device(target.local_device() or None):
-        input_map, trainable = {}, []
-        with tf.name_scope("placement_substitutes"):
-            for substitute in copy.substitutes:
-                input_map[substitute.tensor_name] = random_variable(substitute.shape, substitute.dtype)
-                if substitute.trainable:
-                    trainable.append(input_map[substitute.tensor_name])
+        imported = import_variables(substitutes.graph_def, substitutes.reads + substitutes.accumulators,
+                                    substitutes.initializers, "placement_substitutes")
+        reads, accumulators = imported[:len(substitutes.reads)], imported[len(substitutes.reads):]
+        input_map = {s.tensor_name: read for s, read in zip(copy.substitutes, reads)}
+        trainable = [read for s, read in zip(copy.substitutes, reads) if s.trainable]
         tf.graph_util.import_graph_def(copy.graph_def, input_map=input_map, name="")
         objectives = [graph.get_tensor_by_name(name) for name in copy.objectives]
         sinks = [graph.get_operation_by_name(name) for name in copy.sinks]
@@ -95,7 +122,9 @@ def _step_graph(copy: RegionCopy, config: PaintConfig, candidate: Candidate, tar
             # Gated per op, as TF1 optimizers take them by default (GATE_OP): ungated, the low-precision
             # steps overlap their casts with other work and run up to 15% faster than training will.
             gradients = tf.gradients(objectives, trainable, gate_gradients=True)
-            updates = [_apply_with_zero_rate(value, gradient) for value, gradient in zip(trainable, gradients)
+            rates: Dict[tf.DType, tuple] = {}
+            updates = [_apply_with_zero_rate(value, accumulator, gradient, rates)
+                       for value, accumulator, gradient in zip(trainable, accumulators, gradients)
                        if gradient is not None]
         with tf.control_dependencies(updates):
             step = first_values(computed)
@@ -124,7 +153,8 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candi
                          target: MeasuringTarget = MeasuringTarget(), warmup: int = 0) -> CandidateStep:
     """A session running one step of ``copy`` painted as ``candidate`` says, on ``target``'s device and
     options, after ``warmup`` untimed runs."""
-    return _opened(_step_graph(copy, config, candidate, target), target, warmup)
+    return _opened(_step_graph(copy, config, candidate, target, _substitutes_of(copy, target.training)), target,
+                   warmup)
 
 
 class StepPool:
@@ -135,6 +165,7 @@ class StepPool:
         self.copy, self.config, self.target, self.warmup = copy, config, target, warmup
         self._steps: Dict[Candidate, concurrent.futures.Future] = {}
         self._opener: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._substitutes: Optional[_Substitutes] = None
 
     def start(self, candidates: Sequence[Candidate]) -> None:
         """Build the steps of ``candidates`` not built yet, one after the other, each opened and warmed
@@ -142,7 +173,9 @@ class StepPool:
         from ``step``."""
         for candidate in candidates:
             if candidate not in self._steps:
-                built = _step_graph(self.copy, self.config, candidate, self.target)
+                if self._substitutes is None:
+                    self._substitutes = _substitutes_of(self.copy, self.target.training)
+                built = _step_graph(self.copy, self.config, candidate, self.target, self._substitutes)
                 if self._opener is None:
                     self._opener = concurrent.futures.ThreadPoolExecutor(max_workers=2,
                                                                          thread_name_prefix="placement_step")
