@@ -2,8 +2,8 @@
 
 Per signature, a tiny standalone graph runs the forward op and the backprop ops its gradient
 creates (``Conv2DBackpropInput``/``Filter``, ...), once in float32 and once in the low type (inputs
-already low: the op's own cost), all in one standalone session, warmed up, then ``runs`` interleaved
-rounds (each float32 variant beside its low twin, alternating which goes first): the fastest of
+already low: the op's own cost), all in one standalone session (``MeasuringTarget.op_session``),
+warmed up, then ``runs`` interleaved rounds (each float32 variant beside its low twin, alternating which goes first): the fastest of
 each, and the noise of the low/float32 comparison from the spread of the per-round ratios
 (``stopwatch.relative_noise``). A cast pair (to low and back) is timed the same way for the cast
 cost model.
@@ -103,7 +103,7 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, targ
                 continue
         init = variables_initializer()
     timings: Dict[OpSignature, OpTiming] = {}
-    with target.session(graph) as session:
+    with target.op_session(graph) as session:
         session.run(init)
         flat = [session.make_callable(fetch) for pair in targets.values() for fetch in pair]
         rounds = interleaved_ms(flat, warmup, runs, open_pairs(settled) if settled else None)

@@ -70,6 +70,23 @@ class MeasuringTarget:
         """A timing session of ``graph`` with ``timing_config()``."""
         return tf.compat.v1.Session(graph=graph, config=self.timing_config())
 
+    def op_timing_config(self) -> config_pb2.ConfigProto:
+        """The options of the micro-benchmarks' session: ``timing_config()``, grappler off on a CPU.
+
+        Why off there: an op alone with its gradient gives grappler nothing to rewrite on a CPU (the
+        same kernels run, oneDNN's included: that rewrite is not grappler's), yet its pass over each
+        of a ResNet-50's ~60 small timing graphs cost ~1.5 s of the cold pass. On a GPU it stays on:
+        its layout optimizer changes which convolution kernel runs.
+        """
+        config = self.timing_config() or config_pb2.ConfigProto()
+        if (self.device_type() or detect_device().kind) == "CPU":
+            config.graph_options.rewrite_options.disable_meta_optimizer = True
+        return config
+
+    def op_session(self, graph: tf.Graph) -> tf.compat.v1.Session:
+        """The micro-benchmarks' session of ``graph``, with ``op_timing_config()``."""
+        return tf.compat.v1.Session(graph=graph, config=self.op_timing_config())
+
     def describe(self) -> str:
         """The cache key's device part: the device model, the local device, the options, training or inference."""
         detected = detect_device()

@@ -27,8 +27,9 @@ def test_micro_benchmark_builds_forward_and_backprop_ops():
 @pytest.mark.executed_ops
 def test_inference_timing_builds_no_backprop_ops(monkeypatch):
     graphs = []
-    real_session = MeasuringTarget.session
-    monkeypatch.setattr(MeasuringTarget, "session", lambda self, graph: graphs.append(graph) or real_session(self, graph))
+    real_session = MeasuringTarget.op_session
+    monkeypatch.setattr(MeasuringTarget, "op_session",
+                        lambda self, graph: graphs.append(graph) or real_session(self, graph))
     conv = op_signature(conv_chain()[0].get_operation_by_name("conv0"))
     for training in (True, False):
         assert set(micro_benchmark([conv], tf.bfloat16, MeasuringTarget(training=training), warmup=1, runs=1)) == {conv}
@@ -57,3 +58,33 @@ def test_open_pairs_keeps_only_the_pairs_not_yet_settled():
     times = [[10.0] * 3, [4.0] * 3, [10.0] * 3, [9.0] * 3]
     assert open_pairs(far_apart)(times) == [2, 3]
     assert open_pairs(far_apart)([[10.0] * 3, [4.0] * 3]) == []
+
+
+@pytest.mark.executed_ops
+def test_without_grappler_a_micro_benchmark_runs_the_same_compute_kernels():
+    # Grappler is off in the micro-benchmarks' CPU session (MeasuringTarget.op_timing_config): that must
+    # not change which convolution or product kernel runs, forward or backward, in either precision.
+    from slim_mp.graph_pass.placement.micro_benchmark import _train_target
+    from slim_mp.op_families import op_family
+
+    conv = op_signature(conv_chain()[0].get_operation_by_name("conv0"))
+    graph = tf.Graph()
+    with graph.as_default():
+        targets = [_train_target(conv, dtype, training=True) for dtype in (tf.float32, tf.bfloat16)]
+        init = stopwatch.variables_initializer()
+    compute = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
+    executed = []
+    for session in (MeasuringTarget().session(graph), MeasuringTarget().op_session(graph)):
+        with session:
+            session.run(init)
+            kernels = set()
+            for target in targets:
+                metadata = tf.compat.v1.RunMetadata()
+                session.run(target, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+                            run_metadata=metadata)
+                kernels |= {node.timeline_label.split(" = ")[1].split("(")[0]
+                            for device in metadata.step_stats.dev_stats for node in device.node_stats
+                            if " = " in node.timeline_label}
+            executed.append({kernel for kernel in kernels if op_family(kernel) in compute})
+    assert {op_family(kernel) for kernel in executed[0]} == compute
+    assert executed[0] == executed[1]

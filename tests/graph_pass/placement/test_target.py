@@ -35,3 +35,15 @@ def test_a_cluster_sessions_grappler_options_reach_the_timing_sessions_and_the_k
         total = tf.reduce_sum(tf.ones([3]))
     with cluster.session(graph) as session:
         assert session.run(total) == 3.0
+
+
+def test_the_micro_benchmarks_session_turns_grappler_off_on_a_cpu_only_and_keeps_the_rest():
+    config = tf1.ConfigProto(intra_op_parallelism_threads=3)
+    config.graph_options.rewrite_options.remapping = config.graph_options.rewrite_options.OFF
+    on_cpu = MeasuringTarget(device="/device:CPU:0", session_config=config).op_timing_config()
+    assert on_cpu.graph_options.rewrite_options.disable_meta_optimizer
+    assert on_cpu.intra_op_parallelism_threads == 3
+    assert on_cpu.graph_options.rewrite_options.remapping == on_cpu.graph_options.rewrite_options.OFF
+    on_gpu = MeasuringTarget(device="/device:GPU:0").op_timing_config()
+    assert not on_gpu.graph_options.rewrite_options.disable_meta_optimizer, "a GPU's layout optimizer picks kernels"
+    assert not MeasuringTarget().timing_config(), "the whole steps keep the user's grappler"
