@@ -62,7 +62,7 @@ def _batch(split_name: str, num_samples: int, shuffle: bool):
     dataset = get_split(os.path.join(FLAGS.dataset_dir, f"mnist_{split_name}.tfrecord"), num_samples)
     provider = slim.dataset_data_provider.DatasetDataProvider(
         dataset, num_readers=1, shuffle=shuffle, common_queue_capacity=4 * FLAGS.batch_size,
-        common_queue_min=2 * FLAGS.batch_size)
+        common_queue_min=2 * FLAGS.batch_size, seed=FLAGS.seed)
     image, label = provider.get(["image", "label"])
     image = (tf.to_float(image) - 128.0) / 128.0  # the official lenet_preprocessing scaling
     return tf.train.batch([image, label], batch_size=FLAGS.batch_size, num_threads=1,
@@ -71,6 +71,8 @@ def _batch(split_name: str, num_samples: int, shuffle: bool):
 
 def train() -> dict:
     with tf.Graph().as_default():
+        if FLAGS.seed is not None:
+            tf.set_random_seed(FLAGS.seed)
         global_step = slim.create_global_step()
         images, labels = _batch("train", FLAGS.num_samples, shuffle=True)
         logits = small_lenet(images, is_training=True)
@@ -122,6 +124,7 @@ def define_flags() -> None:
     tf.app.flags.DEFINE_string("precision", "bfloat16", "float32 (no slim_mp line), bfloat16 or float16")
     tf.app.flags.DEFINE_boolean("debug_nonfinite", False, "name the op of a skipped step's first inf/NaN")
     tf.app.flags.DEFINE_integer("log_every_n_steps", 10, "steps between progress lines")
+    tf.app.flags.DEFINE_integer("seed", None, "initial weights, dropout and shuffling (unseeded by default)")
 
 
 def main(_) -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -66,13 +67,14 @@ def _numpy_accuracy(checkpoint: str, images: np.ndarray, labels: np.ndarray) -> 
 
 
 def _train_and_evaluate(tmp_path, write_official_records, precision: str, steps: int,
-                        train_count: int, test_count: int) -> tuple[dict, tuple]:
+                        train_count: int, test_count: int, seed: Optional[int] = None) -> tuple[dict, tuple]:
     data_dir = tmp_path / "data"
-    data_dir.mkdir(exist_ok=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    seed_flags = [] if seed is None else [f"--seed={seed}"]
     arrays = _official_records(data_dir, write_official_records, train_count, test_count)
     results = _run("train_and_eval", f"--dataset_dir={data_dir}", f"--train_dir={tmp_path / f'train_{precision}'}",
                    f"--num_samples={train_count}", f"--eval_num_samples={test_count}",
-                   f"--max_number_of_steps={steps}", f"--precision={precision}")
+                   f"--max_number_of_steps={steps}", f"--precision={precision}", *seed_flags)
     return results, arrays["test"]
 
 
@@ -87,13 +89,29 @@ def test_bfloat16_training_in_the_official_style_then_slim_evaluation(tmp_path, 
     assert results["accuracy"] > 0.4  # ten classes: chance is 0.1
 
 
+ACCURACY_SEEDS = (0, 1, 2)
+ACCURACY_POINTS = 0.015  # the claim: bfloat16 within 1.5 points of float32's accuracy
+
+
 @pytest.mark.slow
 def test_bfloat16_accuracy_stays_within_1_5_points_of_float32(tmp_path, write_official_records):
-    accuracies = {}
-    for precision in ("float32", "bfloat16"):
-        results, (images, labels) = _train_and_evaluate(
-            tmp_path, write_official_records, precision, steps=600, train_count=4000, test_count=1984)
-        accuracies[precision] = results["accuracy"]
-        assert abs(results["accuracy"] - _numpy_accuracy(results["checkpoint"], images, labels)) <= 2 / 1984
-    assert accuracies["float32"] > 0.75
-    assert abs(accuracies["bfloat16"] - accuracies["float32"]) <= 0.015, accuracies
+    """Mean accuracy over a few seeds, each seed's two runs starting from the same weights and data order.
+
+    One run's accuracy moves by a few points from seed to seed in float32 alone, which made a
+    single-run comparison flaky. The claim is checked on the means, and only where it can be:
+    float32's own seed-to-seed spread, measured here, must leave its mean's standard error well
+    inside the 1.5 points, or the test says it needs more seeds.
+    """
+    accuracies = {"float32": [], "bfloat16": []}
+    for seed in ACCURACY_SEEDS:
+        for precision in accuracies:
+            results, (images, labels) = _train_and_evaluate(
+                tmp_path / f"seed_{seed}", write_official_records, precision, steps=600, train_count=4000,
+                test_count=1984, seed=seed)
+            accuracies[precision].append(results["accuracy"])
+            assert abs(results["accuracy"] - _numpy_accuracy(results["checkpoint"], images, labels)) <= 2 / 1984
+    float32, bfloat16 = (np.array(accuracies[precision]) for precision in ("float32", "bfloat16"))
+    standard_error = float32.std(ddof=1) / np.sqrt(len(float32))
+    assert standard_error <= ACCURACY_POINTS / 2, f"float32 alone varies too much for {len(float32)} seeds: {accuracies}"
+    assert float32.mean() > 0.75, accuracies
+    assert abs(bfloat16.mean() - float32.mean()) <= ACCURACY_POINTS, accuracies

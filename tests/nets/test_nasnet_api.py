@@ -6,6 +6,7 @@ the full-size official layouts are checked in test_nets_nasnet.py.
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -59,6 +60,17 @@ def _build(build_fn, image_size: int, config, num_classes: int = 10, **kwargs):
     return graph, end_points
 
 
+def _tiny_cifar_build(use_aux_head: int = 1, use_bounded_activation: bool = False):
+    """The tiny NASNet-CIFAR at 32 px, built once per process for the checks that only read its graph."""
+    return _cached_tiny_cifar_build(use_aux_head, use_bounded_activation)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_tiny_cifar_build(use_aux_head: int, use_bounded_activation: bool):
+    config = _tiny(nasnet.cifar_config, use_aux_head=use_aux_head, use_bounded_activation=use_bounded_activation)
+    return _build(nasnet.build_nasnet_cifar, 32, config)
+
+
 @pytest.mark.parametrize("key", sorted(OFFICIAL_CONFIGS, key=lambda key: (key[0].__name__, key[1])),
                          ids=lambda key: f"{key[0].__name__.split('.')[-1]}.{key[1]}")
 def test_config_functions_return_the_official_values(key):
@@ -91,9 +103,11 @@ def test_set_hparam_checks_names_and_types():
     pytest.param(pnasnet.build_pnasnet_mobile, pnasnet.mobile_imagenet_config, marks=pytest.mark.slow),
 ])
 def test_use_aux_head_switches_the_aux_logits(build_fn, config_fn):
-    size = 32 if build_fn is nasnet.build_nasnet_cifar else 96
     for use_aux_head in (1, 0):
-        _, end_points = _build(build_fn, size, _tiny(config_fn, use_aux_head=use_aux_head))
+        if build_fn is nasnet.build_nasnet_cifar:
+            _, end_points = _tiny_cifar_build(use_aux_head=use_aux_head)
+        else:
+            _, end_points = _build(build_fn, 96, _tiny(config_fn, use_aux_head=use_aux_head))
         assert ("AuxLogits" in end_points) == bool(use_aux_head)
 
 
@@ -118,7 +132,7 @@ def test_nchw_builds_the_same_variables_with_transposed_end_points(build_fn, con
 
 @pytest.mark.parametrize("bounded", [True, False])
 def test_bounded_activations_replace_every_relu(bounded):
-    graph, _ = _build(nasnet.build_nasnet_cifar, 32, _tiny(nasnet.cifar_config, use_bounded_activation=bounded))
+    graph, _ = _tiny_cifar_build(use_bounded_activation=bounded)
     op_types = {op.type for op in graph.get_operations()}
     assert ("Relu6" in op_types) == bounded
     assert ("Relu" in op_types) == (not bounded)

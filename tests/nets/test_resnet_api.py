@@ -8,6 +8,8 @@ logits equal tf_slim's own ResNet definitions on shared variables; the generator
 output stride, subsampled, equals the nominal-stride result.
 """
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -29,7 +31,9 @@ FLOAT32_TOLERANCE = 1e-5
 ATROUS_TOLERANCE = 1e-4
 
 # Wide enough that the ReLUs do not silence a whole block (a 1-channel bottleneck often does).
+# The strides are the 50-layer nets' (nominal output stride 32 with the root block); the output depth is 32.
 TINY_UNITS = {"base_depth": (4, 4, 8, 8), "num_units": (2, 2, 2, 2), "stride": (2, 2, 2, 1)}
+TINY_DEPTH = 4 * TINY_UNITS["base_depth"][-1]
 
 
 def _module(name: str):
@@ -42,6 +46,17 @@ def _tiny_blocks(block_fn) -> list:
         block_fn(f"block{index + 1}", base_depth=depth, num_units=units, stride=stride)
         for index, (depth, units, stride) in enumerate(zip(*TINY_UNITS.values()))
     ]
+
+
+def _tiny_resnet(module, images: tf.Tensor, num_classes, **kwargs) -> tuple:
+    """``module``'s generator (``resnet_v1.resnet_v1`` or ``resnet_v2.resnet_v2``) on the tiny blocks.
+
+    The generator arguments go through the same code as in the 50-layer nets, whose builds take
+    seconds each; the factory names themselves are checked against the official layout above.
+    """
+    generator, block_fn = ((resnet_v1.resnet_v1, resnet_v1.resnet_v1_block) if module is resnet_v1
+                           else (resnet_v2.resnet_v2, resnet_v2.resnet_v2_block))
+    return generator(images, _tiny_blocks(block_fn), num_classes, **kwargs)
 
 
 def _normal_input(shape: list) -> tf.Tensor:
@@ -95,14 +110,14 @@ def test_training_forward_pass_is_finite(network):
     assert value.shape == (2, 7) and np.all(np.isfinite(value))
 
 
-@pytest.mark.parametrize("network, num_classes", [(resnet_v1.resnet_v1_50, None), (resnet_v2.resnet_v2_50, 0)])
-def test_no_classes_returns_pooled_features_without_logits(network, num_classes):
+@pytest.mark.parametrize("module, num_classes", [(resnet_v1, None), (resnet_v2, 0)])
+def test_no_classes_returns_pooled_features_without_logits(module, num_classes):
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [2, 64, 64, 3])
-        features, end_points = network(images, num_classes=num_classes)
+        features, end_points = _tiny_resnet(module, images, num_classes)
         variable_names = [v.op.name for v in tf.compat.v1.global_variables()]
     assert features is end_points["global_pool"]
-    assert features.shape.as_list() == [2, 1, 1, 2048]
+    assert features.shape.as_list() == [2, 1, 1, TINY_DEPTH]
     assert "predictions" not in end_points and "Predictions" not in end_points
     assert not [name for name in variable_names if "logits" in name]
 
@@ -116,19 +131,19 @@ def test_dense_features_have_the_requested_output_stride(output_stride, size):
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [1, 65, 65, 3])
         with slim.arg_scope(resnet_utils.resnet_arg_scope()):
-            features, end_points = resnet_v1.resnet_v1_50(images, None, global_pool=False, output_stride=output_stride)
-    assert features.shape.as_list() == [1, size, size, 2048]
+            features, end_points = _tiny_resnet(resnet_v1, images, None, global_pool=False, output_stride=output_stride)
+    assert features.shape.as_list() == [1, size, size, TINY_DEPTH]
     assert "global_pool" not in end_points
 
 
 def test_logits_without_spatial_squeeze_keep_their_spatial_dimensions():
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [2, 64, 64, 3])
-        logits, end_points = resnet_v2.resnet_v2_50(images, num_classes=4, spatial_squeeze=False)
-        dense_logits, _ = resnet_v2.resnet_v2_50(images, 4, global_pool=False, spatial_squeeze=False, scope="dense")
+        logits, end_points = _tiny_resnet(resnet_v2, images, 4, spatial_squeeze=False)
+        dense_logits, _ = _tiny_resnet(resnet_v2, images, 4, global_pool=False, spatial_squeeze=False, scope="dense")
     assert logits.shape.as_list() == [2, 1, 1, 4]
     assert end_points["predictions"].shape.as_list() == [2, 1, 1, 4]
-    assert "resnet_v2_50/spatial_squeeze" not in end_points
+    assert "resnet_v2/logits" in end_points and "resnet_v2/spatial_squeeze" not in end_points
     assert dense_logits.shape.as_list() == [2, 2, 2, 4]
 
 
@@ -160,20 +175,35 @@ def test_bad_arguments_raise_value_error_naming_them(network, bad_argument):
             network(images, **bad_argument)
 
 
-@pytest.mark.parametrize("block_fn", [resnet_v1.resnet_v1_block, resnet_v2.resnet_v2_block])
-@pytest.mark.parametrize("output_stride", [1, 2, 4])
-def test_atrous_blocks_subsampled_equal_the_nominal_stride_blocks(block_fn, output_stride):
-    """stack_blocks_dense at a finer output stride, subsampled to the nominal 8, equals the strided result."""
+ATROUS_OUTPUT_STRIDES = (1, 2, 4)
+
+
+@functools.lru_cache(maxsize=None)
+def _atrous_and_nominal(block_fn) -> tuple:
+    """``({output stride: (dense shape, dense value subsampled to stride 8)}, nominal value)`` on shared variables.
+
+    One graph and one run for every output stride of ``block_fn``'s tiny blocks.
+    """
     blocks = _tiny_blocks(block_fn)
     with tf.Graph().as_default():
         tf.compat.v1.set_random_seed(0)
         inputs = _normal_input([1, 30, 31, 3])
         with slim.arg_scope(resnet_utils.resnet_arg_scope()), slim.arg_scope([slim.batch_norm], is_training=False):
-            dense = resnet_utils.stack_blocks_dense(inputs, blocks, output_stride)
-            tf.compat.v1.get_variable_scope().reuse_variables()
             nominal = resnet_utils.stack_blocks_dense(inputs, blocks)
-        dense_value, nominal_value = _run([resnet_utils.subsample(dense, 8 // output_stride), nominal])
-    assert dense.shape.as_list()[1:3] == [-(-30 // output_stride), -(-31 // output_stride)]
+            tf.compat.v1.get_variable_scope().reuse_variables()
+            dense = {stride: resnet_utils.stack_blocks_dense(inputs, blocks, stride) for stride in ATROUS_OUTPUT_STRIDES}
+        subsampled = {stride: resnet_utils.subsample(tensor, 8 // stride) for stride, tensor in dense.items()}
+        values, nominal_value = _run([subsampled, nominal])
+    return {stride: (dense[stride].shape.as_list(), values[stride]) for stride in dense}, nominal_value
+
+
+@pytest.mark.parametrize("block_fn", [resnet_v1.resnet_v1_block, resnet_v2.resnet_v2_block])
+@pytest.mark.parametrize("output_stride", ATROUS_OUTPUT_STRIDES)
+def test_atrous_blocks_subsampled_equal_the_nominal_stride_blocks(block_fn, output_stride):
+    """stack_blocks_dense at a finer output stride, subsampled to the nominal 8, equals the strided result."""
+    dense, nominal_value = _atrous_and_nominal(block_fn)
+    dense_shape, dense_value = dense[output_stride]
+    assert dense_shape[1:3] == [-(-30 // output_stride), -(-31 // output_stride)]
     assert nominal_value.shape == (1, 4, 4, 32)
     assert np.abs(nominal_value).max() > 0
     np.testing.assert_allclose(dense_value, nominal_value, rtol=ATROUS_TOLERANCE, atol=ATROUS_TOLERANCE)
@@ -190,15 +220,15 @@ def test_store_non_strided_activations_keeps_block_end_points_at_full_resolution
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [1, 64, 64, 3])
         with slim.arg_scope(resnet_utils.resnet_arg_scope()):
-            features, end_points = resnet_v1.resnet_v1_50(images, None, global_pool=False)
-            stored, stored_end_points = resnet_v1.resnet_v1_50(
-                images, None, global_pool=False, store_non_strided_activations=True, scope="stored"
+            features, end_points = _tiny_resnet(resnet_v1, images, None, global_pool=False)
+            stored, stored_end_points = _tiny_resnet(
+                resnet_v1, images, None, global_pool=False, store_non_strided_activations=True, scope="stored"
             )
-    sizes = [end_points[f"resnet_v1_50/block{b}"].shape.as_list()[1] for b in (1, 2, 3, 4)]
+    sizes = [end_points[f"resnet_v1/block{b}"].shape.as_list()[1] for b in (1, 2, 3, 4)]
     stored_sizes = [stored_end_points[f"stored/block{b}"].shape.as_list()[1] for b in (1, 2, 3, 4)]
     assert sizes == [8, 4, 2, 2]
     assert stored_sizes == [16, 8, 4, 2]
-    assert features.shape.as_list() == stored.shape.as_list() == [1, 2, 2, 2048]
+    assert features.shape.as_list() == stored.shape.as_list() == [1, 2, 2, TINY_DEPTH]
 
 
 def test_conv2d_same_equals_stride_one_convolution_subsampled():
@@ -252,7 +282,7 @@ def test_is_training_none_leaves_batch_norm_mode_to_the_enclosing_scope(outer_is
 def test_reuse_shares_every_variable():
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [1, 64, 64, 3])
-        resnet_v2.resnet_v2_50(images, num_classes=3)
+        _tiny_resnet(resnet_v2, images, 3, scope="tiny")
         count = len(tf.compat.v1.global_variables())
-        resnet_v2.resnet_v2_50(images, num_classes=3, reuse=True)
+        _tiny_resnet(resnet_v2, images, 3, reuse=True, scope="tiny")
         assert len(tf.compat.v1.global_variables()) == count

@@ -12,8 +12,10 @@ script's own work, against about 8 s for a fresh interpreter (import and exit).
 
 Protocol on stdin/stdout, one JSON object per line: a request
 ``{"script", "args", "env", "cwd", "stdout", "stderr"}`` is answered by ``{"pid": ...}`` once the
-child runs and ``{"returncode": ...}`` (negative for a signal, as ``subprocess`` reports it) when it
-ends. The server exits at the end of its stdin.
+child runs and ``{"returncode": ..., "child_cpu_seconds": ..., "server_cpu_seconds": ...}`` when it
+ends (the return code negative for a signal, as ``subprocess`` reports it; the CPU of that run and
+the server's own so far, which the client's process cannot see until the server ends). The server
+exits at the end of its stdin.
 """
 
 import gc
@@ -21,6 +23,7 @@ import json
 import os
 import runpy
 import sys
+import time
 
 import numpy  # noqa: F401  (preloaded for the children)
 import tensorflow  # noqa: F401
@@ -64,8 +67,9 @@ def serve() -> None:
             _become_the_script(request)
             return  # the child ends like `python script.py` does
         print(json.dumps({"pid": pid}), flush=True)
-        _, wait_status = os.waitpid(pid, 0)
-        print(json.dumps({"returncode": _status(wait_status)}), flush=True)
+        _, wait_status, usage = os.wait4(pid, 0)
+        print(json.dumps({"returncode": _status(wait_status), "child_cpu_seconds": usage.ru_utime + usage.ru_stime,
+                          "server_cpu_seconds": time.process_time()}), flush=True)
 
 
 if __name__ == "__main__":

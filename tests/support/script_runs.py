@@ -58,9 +58,18 @@ class _PreloadedScripts:
         self._server: Optional[subprocess.Popen] = None
         self._output_dir = ""
         self._pending = b""
+        self._children_cpu_s = 0.0
+        self._stopped_servers_cpu_s = 0.0
+        self._server_cpu_s = 0.0
+
+    def cpu_seconds(self) -> float:
+        """CPU of the servers so far and of the script runs they have finished, in seconds."""
+        return self._children_cpu_s + self._stopped_servers_cpu_s + self._server_cpu_s
 
     def _started(self) -> subprocess.Popen:
         if self._server is None or self._server.poll() is not None:
+            self._stopped_servers_cpu_s += self._server_cpu_s
+            self._server_cpu_s = 0.0
             self._output_dir = tempfile.mkdtemp(prefix="slim_mp_test_script_output_")
             self._server = subprocess.Popen(
                 [sys.executable, PRELOADED_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
@@ -87,6 +96,12 @@ class _PreloadedScripts:
         line, self._pending = self._pending.split(b"\n", 1)
         return json.loads(line)
 
+    def _ended(self, reply: dict) -> int:
+        """Count a finished run's CPU (``cpu_report``); its return code."""
+        self._children_cpu_s += reply["child_cpu_seconds"]
+        self._server_cpu_s = reply["server_cpu_seconds"]
+        return reply["returncode"]
+
     def run(self, argv: List[str]) -> subprocess.CompletedProcess:
         """Run ``python argv...`` in a fork of the server; the result as ``subprocess.run`` gives it."""
         with self._lock:
@@ -100,10 +115,10 @@ class _PreloadedScripts:
             server.stdin.write(json.dumps(request).encode() + b"\n")
             pid = self._reply(server, None)["pid"]
             try:
-                returncode = self._reply(server, TIMEOUT_S)["returncode"]
+                returncode = self._ended(self._reply(server, TIMEOUT_S))
             except TimeoutError:
                 os.kill(pid, signal.SIGKILL)
-                self._reply(server, None)
+                self._ended(self._reply(server, None))
                 raise subprocess.TimeoutExpired(argv, TIMEOUT_S) from None
             with open(stdout_path, encoding="utf-8") as stdout, open(stderr_path, encoding="utf-8") as stderr:
                 process = subprocess.CompletedProcess(argv, returncode, stdout.read(), stderr.read())
@@ -112,6 +127,11 @@ class _PreloadedScripts:
 
 
 _PRELOADED = _PreloadedScripts()
+
+
+def server_cpu_seconds() -> float:
+    """CPU seconds of this process's preloaded script server and its finished runs (not yet in RUSAGE_CHILDREN)."""
+    return _PRELOADED.cpu_seconds()
 
 
 def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
