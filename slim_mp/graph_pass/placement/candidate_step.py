@@ -159,13 +159,42 @@ def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candi
 
 class StepPool:
     """The built steps of one region copy, by candidate: each built once, warmed up ``warmup`` times,
-    open until ``close``."""
+    open until ``close``.
+
+    Two background threads: one builds graphs ahead (``build_ahead``: Python work, while the
+    micro-benchmarks' untimed first runs hold no lock), one opens built steps. The rule that keeps
+    timings honest: nothing of the pool's runs while rounds are timed, so ``wait_built`` comes
+    before any round (the micro-benchmarks' and the whole steps').
+    """
 
     def __init__(self, copy: RegionCopy, config: PaintConfig, target: MeasuringTarget, warmup: int = 1) -> None:
         self.copy, self.config, self.target, self.warmup = copy, config, target, warmup
         self._steps: Dict[Candidate, concurrent.futures.Future] = {}
-        self._opener: Optional[concurrent.futures.ThreadPoolExecutor] = None
-        self._substitutes: Optional[_Substitutes] = None
+        self._graphs: Dict[Candidate, concurrent.futures.Future] = {}
+        self._substitutes: Optional[concurrent.futures.Future] = None
+        self._builder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="placement_build")
+        self._opener = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="placement_step")
+
+    def _substitutes_graph(self) -> concurrent.futures.Future:
+        if self._substitutes is None:
+            self._substitutes = self._builder.submit(_substitutes_of, self.copy, self.target.training)
+        return self._substitutes
+
+    def _built(self, candidate: Candidate) -> _StepGraph:
+        return _step_graph(self.copy, self.config, candidate, self.target, self._substitutes_graph().result())
+
+    def build_ahead(self, candidates: Sequence[Candidate]) -> None:
+        """Start building the graphs of ``candidates`` in the background (nothing is run: no session)."""
+        for candidate in candidates:
+            if candidate not in self._steps and candidate not in self._graphs:
+                self._substitutes_graph()
+                self._graphs[candidate] = self._builder.submit(self._built, candidate)
+
+    def wait_built(self) -> None:
+        """Return once no graph is being built ahead any more (errors are raised by ``start``)."""
+        for building in [self._substitutes, *self._graphs.values()]:
+            if building is not None:
+                building.exception()
 
     def start(self, candidates: Sequence[Candidate]) -> None:
         """Build the steps of ``candidates`` not built yet, one after the other, each opened and warmed
@@ -173,12 +202,8 @@ class StepPool:
         from ``step``."""
         for candidate in candidates:
             if candidate not in self._steps:
-                if self._substitutes is None:
-                    self._substitutes = _substitutes_of(self.copy, self.target.training)
-                built = _step_graph(self.copy, self.config, candidate, self.target, self._substitutes)
-                if self._opener is None:
-                    self._opener = concurrent.futures.ThreadPoolExecutor(max_workers=2,
-                                                                         thread_name_prefix="placement_step")
+                building = self._graphs.pop(candidate, None)
+                built = building.result() if building is not None else self._built(candidate)
                 self._steps[candidate] = self._opener.submit(_opened, built, self.target, self.warmup)
 
     def step(self, candidate: Candidate) -> CandidateStep:
@@ -195,8 +220,9 @@ class StepPool:
                 opening.result().session.close()
 
     def close(self) -> None:
-        """Close every step's session and stop the opening thread."""
+        """Close every step's session and stop the background threads."""
+        self.wait_built()
         self.keep_only(())
-        if self._opener is not None:
-            self._opener.shutdown()
-            self._opener = None
+        self._graphs.clear()
+        self._builder.shutdown()
+        self._opener.shutdown()

@@ -33,10 +33,11 @@
 import dataclasses
 import time
 import warnings
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from slim_mp.devices import detect_device, precision_support
 from slim_mp.graph_pass.paint import LOW, PaintConfig, paint
 from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
 from slim_mp.graph_pass.placement.candidate_step import StepPool
@@ -48,7 +49,7 @@ from slim_mp.graph_pass.placement.options import Placement, PlacementOptions
 from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.region_copy import copy_for_timing
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
-from slim_mp.graph_pass.placement.signatures import CAST, OpTiming, cast_signature, op_signature
+from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming, cast_signature, op_signature
 from slim_mp.graph_pass.placement.step_check import StepCheck, check_batch, judge, not_checked, reused_check
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
 from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
@@ -92,16 +93,29 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
     return plan
 
 
-def _op_timings(region: Region, config: PaintConfig, cache: TimingCache,
-                options: PlacementOptions) -> Tuple[Estimator, int, int, Optional[float]]:
-    """Step 2: the estimator over the allow ops' timings (by name), how many signatures were measured /
-    cached, and the median noise of the op pairs measured now (``SearchContext.machine_noise``)."""
+def _allow_signatures(region: Region, config: PaintConfig) -> Dict[str, OpSignature]:
+    """The signatures of the allow ops the static painting makes low, by op name."""
     decisions = paint(region, config)
     allow = [op for op, d in decisions.items() if d.op_class == "allow" and d.colour == LOW]
     signatures = {op.name: op_signature(op) for op in allow}
-    signatures = {name: s for name, s in signatures.items() if s is not None}
+    return {name: s for name, s in signatures.items() if s is not None}
+
+
+def _check_likely(config: PaintConfig, options: PlacementOptions) -> bool:
+    """Whether the low precision is native where the step runs: then the check almost always times
+    the all-float32 step, so its graph is worth building while the micro-benchmarks warm up."""
+    device = detect_device()
+    kind = options.target.device_type() or device.kind
+    return kind == device.kind and precision_support(device)[config.precision.name].native
+
+
+def _op_timings(region: Region, config: PaintConfig, signatures: Dict[str, OpSignature], cache: TimingCache,
+                options: PlacementOptions, before_rounds: Optional[Callable[[], object]]
+                ) -> Tuple[Estimator, int, int, Optional[float]]:
+    """Step 2: the estimator over the allow ops' timings (by name), how many signatures were measured /
+    cached, and the median noise of the op pairs measured now (``SearchContext.machine_noise``)."""
     wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
-    by_signature, measured, cached = timings_for(wanted, cache, options, config.precision)
+    by_signature, measured, cached = timings_for(wanted, cache, options, config.precision, before_rounds)
     noises = [by_signature[s].noise for s in measured if s in by_signature and s.op_type != CAST]
     timings: Dict[str, OpTiming] = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
     casts = fit_cast_model(by_signature, options.cast_sizes)
@@ -149,18 +163,22 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
     """Steps 2-6: time, search, check, and the plan."""
     started = time.perf_counter()
     cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
-    estimate, measured, cached, machine_noise = _op_timings(region, config, cache, options)
-    timings = estimate.timings
-    found = _candidates(region, estimate)
-    timed = shortlist(found, estimate, options)
-    reference = all_float32_candidate(timings)
-    copy, why_not = (copy_for_timing(region, objectives) if options.times_whole_steps() and timings
+    signatures = _allow_signatures(region, config)
+    copy, why_not = (copy_for_timing(region, objectives) if options.times_whole_steps() and signatures
                      else (None, ""))
-    context = SearchContext(config, options, cache, estimate, copy, why_not,
-                            all_float32=next((c for c in found if c == reference), reference),
-                            steps=StepPool(copy, config, options.target, options.step_warmup)
-                            if copy is not None else None, machine_noise=machine_noise)
+    pool = StepPool(copy, config, options.target, options.step_warmup) if copy is not None else None
     try:
+        if pool is not None and _check_likely(config, options):
+            pool.build_ahead([all_float32_candidate(signatures)])
+        estimate, measured, cached, machine_noise = _op_timings(region, config, signatures, cache, options,
+                                                                pool.wait_built if pool is not None else None)
+        timings = estimate.timings
+        found = _candidates(region, estimate)
+        timed = shortlist(found, estimate, options)
+        reference = all_float32_candidate(timings)
+        context = SearchContext(config, options, cache, estimate, copy, why_not,
+                                all_float32=next((c for c in found if c == reference), reference), steps=pool,
+                                machine_noise=machine_noise)
         if copy is not None and worth_timing(timed, options):
             timed = _with_steps(context, timed)
         chosen = decide_by_steps(timed, timings, context.precision, options) or timed[0]
@@ -168,8 +186,8 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
         if options.times_whole_steps() and context.lowered(chosen):
             chosen, check = _checked(context, chosen, timed)
     finally:
-        if context.steps is not None:
-            context.steps.close()
+        if pool is not None:
+            pool.close()
     compared = {c: c for c in found}
     compared.update({c: c for c in timed})
     fixed = options.fixed_timings()

@@ -3,12 +3,13 @@
 Per signature, a tiny standalone graph runs the forward op and the backprop ops its gradient
 creates (``Conv2DBackpropInput``/``Filter``, ...), once in float32 and once in the low type (inputs
 already low: the op's own cost), all in one standalone session (``MeasuringTarget.op_session``),
-warmed up, then ``runs`` interleaved rounds (each float32 variant beside its low twin, alternating which goes first): the fastest of
-each, and the noise of the low/float32 comparison from the spread of the per-round ratios
-(``stopwatch.relative_noise``). A cast pair (to low and back) is timed the same way for the cast
+warmed up, then ``runs`` interleaved rounds (each float32 variant beside its low twin, alternating
+which goes first): the fastest of each, and the noise of the low/float32 comparison from the
+spread of the per-round ratios (``stopwatch.relative_noise``). A cast pair (to low and back) is timed the same way for the cast
 cost model.
 """
 
+import dataclasses
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -80,12 +81,23 @@ def open_pairs(settled: Settled) -> StillOpen:
     return still_open
 
 
-def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, target: MeasuringTarget = MeasuringTarget(),
-                    warmup: int = 2, runs: int = 7, settled: Optional[Settled] = None) -> Dict[OpSignature, OpTiming]:
-    """Time each signature in float32 and in ``precision`` (a cast pair: low only) in one standalone session.
+@dataclasses.dataclass(frozen=True)
+class PairRounds:
+    """How the pairs are timed: ``warmup`` untimed runs each, then up to ``runs`` rounds, fewer for a
+    pair once ``settled(low rounds, float32 rounds)`` says its two times are far enough apart
+    (``PlacementOptions.settled``; None: all ``runs``). ``before_rounds`` is called between the
+    warm-ups and the first timed round (``interleaved_ms``)."""
 
-    Each pair gets up to ``runs`` rounds, fewer once ``settled(low rounds, float32 rounds)`` says its
-    two times are far enough apart (``PlacementOptions.settled``); None: all ``runs``.
+    warmup: int = 2
+    runs: int = 7
+    settled: Optional[Settled] = None
+    before_rounds: Optional[Callable[[], object]] = None
+
+
+def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, target: MeasuringTarget = MeasuringTarget(),
+                    rounds: PairRounds = PairRounds()) -> Dict[OpSignature, OpTiming]:
+    """Time each signature in float32 and in ``precision`` (a cast pair: low only) in one standalone
+    session, in ``rounds``.
 
     The ops run on ``target``'s device with its session options, forward and backward when it trains.
 
@@ -106,9 +118,10 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, targ
     with target.op_session(graph) as session:
         session.run(init)
         flat = [session.make_callable(fetch) for pair in targets.values() for fetch in pair]
-        rounds = interleaved_ms(flat, warmup, runs, open_pairs(settled) if settled else None)
+        times = interleaved_ms(flat, rounds.warmup, rounds.runs, open_pairs(rounds.settled) if rounds.settled else None,
+                               before_rounds=rounds.before_rounds)
         for index, signature in enumerate(targets):
-            float32_rounds, low_rounds = rounds[2 * index], rounds[2 * index + 1]
+            float32_rounds, low_rounds = times[2 * index], times[2 * index + 1]
             if float32_rounds is None or low_rounds is None:
                 continue
             _, low = timed_against([float32_rounds, low_rounds], reference=0)

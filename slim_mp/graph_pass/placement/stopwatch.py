@@ -174,8 +174,8 @@ StillOpen = Callable[[List[List[float]]], Collection[int]]
 
 
 def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: int, runs: int,
-                   still_open: Optional[StillOpen] = None,
-                   first_look: int = MIN_NOISE_ROUNDS) -> List[Optional[List[float]]]:
+                   still_open: Optional[StillOpen] = None, first_look: int = MIN_NOISE_ROUNDS,
+                   before_rounds: Optional[Callable[[], object]] = None) -> List[Optional[List[float]]]:
     """Milliseconds of every timed run of each callable (None if it is None or fails its warm-up).
 
     After ``warmup`` untimed runs each, up to ``runs`` rounds run each callable once: even rounds in
@@ -183,7 +183,9 @@ def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: 
     rounds (a float32 variant and its low twin alternate) and a burst of load on a shared machine
     hits all variants alike instead of spoiling one. ``still_open``, asked after every round from the
     ``first_look``-th on (by default ``MIN_NOISE_ROUNDS``), names the callables that go on; the rest
-    stop there (their verdict is settled), and the rounds end when none is left.
+    stop there (their verdict is settled), and the rounds end when none is left. ``before_rounds``
+    is called once between the warm-ups and the first timed round: it waits for background work
+    (graphs built ahead), so that nothing else runs while rounds are timed.
     """
     working: List[Optional[Callable[[], object]]] = []
     for run in callables:
@@ -193,6 +195,8 @@ def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: 
         except tf.errors.OpError:
             run = None
         working.append(run)
+    if before_rounds is not None:
+        before_rounds()
     times: List[List[float]] = [[] for _ in working]
     order = [index for index, run in enumerate(working) if run is not None]
     for round_index in range(runs):

@@ -16,12 +16,12 @@ not depend on this machine, as the test suite needs.
 import hashlib
 import os
 import warnings
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from slim_mp.json_files import JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, write_json_atomically
-from slim_mp.graph_pass.placement.micro_benchmark import micro_benchmark
+from slim_mp.graph_pass.placement.micro_benchmark import PairRounds, micro_benchmark
 from slim_mp.graph_pass.placement.options import CACHE_ENV, Measure, PlacementOptions
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
 
@@ -110,8 +110,10 @@ def fixed_measure(path: str, precision: tf.DType) -> Measure:
 
 
 def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: PlacementOptions,
-                precision: tf.DType) -> Tuple[Dict[OpSignature, OpTiming], List[OpSignature], int]:
-    """Timings of ``signatures``: fixed ones, or from the cache, measuring (and caching) the missing ones.
+                precision: tf.DType, before_rounds: Optional[Callable[[], object]] = None
+                ) -> Tuple[Dict[OpSignature, OpTiming], List[OpSignature], int]:
+    """Timings of ``signatures``: fixed ones, or from the cache, measuring (and caching) the missing ones
+    (``before_rounds``: see ``micro_benchmark``).
 
     Returns:
       (timings, the signatures measured now, how many were found in the cache).
@@ -124,8 +126,8 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     missing = [s for s, timing in found.items() if not timing or len(timing) != 3]
     timings = {s: OpTiming(*timing) for s, timing in found.items() if timing and len(timing) == 3}
     if missing:
-        measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target, options.warmup,
-                                                                      options.runs, options.settled))
+        rounds = PairRounds(options.warmup, options.runs, options.settled, before_rounds)
+        measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target, rounds))
         measured = measure(missing, precision)
         cache.add({s.key(): [t.float32_ms, t.low_ms, t.noise] for s, t in measured.items()})
         timings.update(measured)

@@ -76,6 +76,7 @@ def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], option
     """
     pool.start(candidates)
     steps = [pool.step(candidate) for candidate in candidates]
+    pool.wait_built()
     callables = [step.run for step in steps]
     if machine_noise is None:
         return timed_against(interleaved_ms(callables, 0, runs, until_settled(options, reference)), reference)

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from slim_mp.graph_pass.placement import MeasuringTarget
 from slim_mp.graph_pass.placement import stopwatch
-from slim_mp.graph_pass.placement.micro_benchmark import micro_benchmark, open_pairs
+from slim_mp.graph_pass.placement.micro_benchmark import PairRounds, micro_benchmark, open_pairs
 from slim_mp.graph_pass.placement.signatures import cast_signature, op_signature
 
 from .fakes import conv_chain
@@ -18,7 +18,7 @@ def test_micro_benchmark_builds_forward_and_backprop_ops():
         conv = tf.nn.conv2d(tf.ones([2, 6, 6, 3]), tf.ones([3, 3, 3, 4]), strides=2, padding="SAME")
         matmul = tf.matmul(tf.ones([4, 5]), tf.ones([5, 3]), transpose_a=False)
     signatures = [op_signature(conv.op), op_signature(matmul.op), cast_signature(64)]
-    timings = micro_benchmark(signatures, tf.bfloat16, warmup=1, runs=1)
+    timings = micro_benchmark(signatures, tf.bfloat16, rounds=PairRounds(warmup=1, runs=1))
     assert set(timings) == set(signatures)
     assert all(t.low_ms > 0 for t in timings.values())
     assert timings[signatures[2]].float32_ms == 0.0
@@ -32,7 +32,8 @@ def test_inference_timing_builds_no_backprop_ops(monkeypatch):
                         lambda self, graph: graphs.append(graph) or real_session(self, graph))
     conv = op_signature(conv_chain()[0].get_operation_by_name("conv0"))
     for training in (True, False):
-        assert set(micro_benchmark([conv], tf.bfloat16, MeasuringTarget(training=training), warmup=1, runs=1)) == {conv}
+        assert set(micro_benchmark([conv], tf.bfloat16, MeasuringTarget(training=training),
+                                   PairRounds(warmup=1, runs=1))) == {conv}
     backprop = [{op.type for op in graph.get_operations()} & {"Conv2DBackpropInput", "Conv2DBackpropFilter"}
                 for graph in graphs]
     assert backprop == [{"Conv2DBackpropInput", "Conv2DBackpropFilter"}, set()]
@@ -45,11 +46,11 @@ def test_a_pair_stops_being_timed_once_settled_says_so(monkeypatch):
     monkeypatch.setattr(stopwatch, "run_ms", lambda run: calls.append(run) or real_run_ms(run))
     conv = op_signature(conv_chain()[0].get_operation_by_name("conv0"))
     signatures = [conv, cast_signature(64)]
-    assert set(micro_benchmark(signatures, tf.bfloat16, warmup=0, runs=7, settled=lambda low, base: True)) == set(
+    assert set(micro_benchmark(signatures, tf.bfloat16, rounds=PairRounds(0, 7, lambda low, base: True))) == set(
         signatures)
     assert len(calls) == 2 * 2 * stopwatch.MIN_NOISE_ROUNDS, "every pair settled at the third round"
     calls.clear()
-    micro_benchmark(signatures, tf.bfloat16, warmup=0, runs=7, settled=lambda low, base: False)
+    micro_benchmark(signatures, tf.bfloat16, rounds=PairRounds(0, 7, lambda low, base: False))
     assert len(calls) == 2 * 2 * 7
 
 

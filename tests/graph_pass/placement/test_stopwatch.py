@@ -84,3 +84,10 @@ def test_rounds_may_be_looked_at_from_an_earlier_round_when_asked():
     stopwatch.interleaved_ms([lambda: None, lambda: None], warmup=0, runs=4,
                              still_open=lambda times: asked.append(len(times[0])) or [], first_look=2)
     assert asked == [2], "asked after the second round, and nothing was left open"
+
+
+def test_background_work_is_waited_for_after_the_warm_ups_and_before_the_first_timed_round():
+    order = []
+    stopwatch.interleaved_ms([lambda: order.append("run")], warmup=1, runs=2,
+                             before_rounds=lambda: order.append("wait"))
+    assert order == ["run", "wait", "run", "run"]

@@ -143,3 +143,25 @@ def test_a_step_whose_warm_up_fails_is_opened_without_its_callable():
         np.testing.assert_array_equal(step.session.run(read), [-1.0]), "initialised all the same"
     finally:
         step.session.close()
+
+
+def test_a_step_built_ahead_is_not_built_again_and_is_done_before_any_round(monkeypatch):
+    from slim_mp.graph_pass.placement import candidate_step
+
+    built = []
+    real_step_graph = candidate_step._step_graph
+    monkeypatch.setattr(candidate_step, "_step_graph",
+                        lambda *args: built.append(args[2]) or real_step_graph(*args))
+    graph, loss, _ = small_net()
+    copy = copy_of(graph, loss)
+    pool = StepPool(copy, CONFIG, MeasuringTarget())
+    float32 = Candidate(allow_names(copy))
+    try:
+        pool.build_ahead([float32])
+        pool.wait_built()
+        assert built == [float32], "built in the background, and done once wait_built returns"
+        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset()), float32], runs=3)
+        assert all(t is not None for t in times)
+        assert built == [float32, Candidate(frozenset())], "the one built ahead was not built again"
+    finally:
+        pool.close()
