@@ -11,8 +11,9 @@ twice costs no memory, only one more cast per weight per step:
 - ``defer_weight_casts``: a forward cast that feeds one layer waits, by control dependencies, for
   the layer before it, so it runs while that layer's outputs are finished.
 - ``recast_weights_in_gradient`` gives a rebuilt op a gradient function that builds the usual
-  gradient, then points the ops it made at a fresh cast of the weight that waits for the op's
-  incoming gradients: it runs when the backward pass reaches that layer, and dies there.
+  gradient, then points the product it made at a fresh cast of the weight that waits for the
+  backward product of the layer after (or, for the last layer, for the incoming gradient): it
+  runs when the backward pass reaches that layer, and dies there.
 
 Only the order changes: every value is the same (the same float32 weight, cast the same way).
 
@@ -21,7 +22,7 @@ a graph exported and re-imported takes TensorFlow's own gradient, the same value
 forward cast held.
 """
 
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as framework_ops
@@ -58,10 +59,10 @@ def _feeds_only(op: tf.Operation, consumer: tf.Operation) -> bool:
         all(reader is consumer for reader in output.consumers()) for output in op.outputs)
 
 
-def _previous_layers(op: tf.Operation) -> List[tf.Operation]:
-    """The nearest conv/matmul-class ops upstream of ``op``'s data inputs (within a few ops), or none."""
+def _previous_layers(tensors: Sequence[tf.Tensor]) -> List[tf.Operation]:
+    """The nearest conv/matmul-class ops upstream of ``tensors`` (within a few ops), or none."""
     found, seen = [], set()
-    frontier = [t.op for t in op.inputs if t.dtype.is_floating]
+    frontier = [t.op for t in tensors if t.dtype.is_floating]
     for _ in range(_MAX_LAYER_DISTANCE):
         upstream = []
         for producer in frontier:
@@ -86,7 +87,7 @@ def defer_weight_casts(op: tf.Operation) -> int:
     """
     if op.type not in _LAYER_OP_TYPES:
         return 0
-    previous = _previous_layers(op)
+    previous = _previous_layers(op.inputs)
     deferred = 0
     for cast in weight_casts(op):
         if previous and _feeds_only(cast.op, op):
@@ -108,7 +109,11 @@ def _late_cast_gradient(standard: Callable, casts: List[tf.Tensor]) -> Callable:
     def gradient(op: tf.Operation, *output_gradients):
         readers_before = {cast.ref(): set(cast.consumers()) for cast in casts}
         input_gradients = standard(op, *output_gradients)
-        arrivals = [g.op for g in output_gradients if g is not None]
+        arriving = [g for g in output_gradients if g is not None]
+        # Wait for the backward product of the layer after (made after ``op``, unlike the forward
+        # layers upstream of these gradients too): the cast then runs beside the ops in between,
+        # off the critical path. With none near, wait for the incoming gradients themselves.
+        arrivals = [p for p in _previous_layers(arriving) if p._id > op._id] or [g.op for g in arriving]
         for cast in casts:
             # Only the products: a ShapeN reads the shape alone, and a cast it waited for could
             # close a cycle once oneDNN fuses Conv2DBackpropFilter (which reads that shape) with BiasAddGrad.
