@@ -45,16 +45,18 @@ def fold_weight_casts(graph_def: tf1.GraphDef) -> tf1.GraphDef:
     for node in folded.node:
         if node.op != "Cast" or node.attr["DstT"].type not in _LOW_PRECISION_ENUMS:
             continue
-        if any(name.startswith("^") for name in node.input):
-            continue
         source = _float32_constant_behind(_node_name(node.input[0]), nodes)
         if source is None:
             continue
         low_dtype = tf.dtypes.as_dtype(node.attr["DstT"].type)
         value = tf.make_ndarray(source.attr["value"].tensor).astype(np.float32).astype(low_dtype.as_numpy_dtype)
         name, device = node.name, node.device
+        # The pass orders a weight's cast after the layer before (graph_pass.weight_casts); the
+        # constant keeps that order, which costs nothing.
+        waits_for = [input_name for input_name in node.input if input_name.startswith("^")]
         node.Clear()
         node.name, node.op, node.device = name, "Const", device
+        node.input.extend(waits_for)
         node.attr["dtype"].type = low_dtype.as_datatype_enum
         node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value, dtype=low_dtype))
     return folded

@@ -5,8 +5,9 @@ module per pipeline step, in the order ``rewrite`` (the pipeline) runs them: ``r
 compute the fetches), ``op_classes`` and ``op_ports`` (op-type knowledge, plain data), ``placement``
 (a package: which allow ops pay in low precision where the step runs, measured and cached),
 ``paint`` (which ops go low), ``conversions`` (the casts and folded constants a painting implies),
-``refine`` (cast-saving demotions), ``rebuild`` (re-create the low ops and their casts), and
-``report`` (what was done and why). It imports nothing from loss scaling, training, distribution
+``refine`` (cast-saving demotions), ``rebuild`` (re-create the low ops and their casts, with
+``weight_casts`` ordering each weight's cast next to the layer that reads it, forward and
+backward), and ``report`` (what was done and why). It imports nothing from loss scaling, training, distribution
 or measurement. The names other packages use are exported here; code outside ``graph_pass``
 imports them from ``slim_mp.graph_pass``.
 """

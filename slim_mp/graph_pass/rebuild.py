@@ -7,7 +7,10 @@ a cast back to float32 where it needs one. The old ops stay in the graph, unused
 computes the fetches reaches them any more.
 
 Casts are shared: one per (tensor, target dtype), whoever consumes it. Float32 constants feeding
-low-precision ops are folded into low-precision constants instead of being cast at run time.
+low-precision ops are folded into low-precision constants instead of being cast at run time. A
+rebuilt op that reads a cast weight has that cast deferred until the op's other inputs exist, and
+gets a gradient function that casts the weight again instead of holding the forward cast
+(``weight_casts``).
 """
 
 import contextlib
@@ -18,6 +21,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import op_def_registry, tensor_util
 
+from slim_mp.graph_pass.weight_casts import defer_weight_casts, recast_weights_in_gradient
 from slim_mp.graph_pass.conversions import Conversion, bytes_per_step, cast_name
 from slim_mp.graph_pass.op_ports import OpPorts, target_op_type
 from slim_mp.precision import short_name
@@ -125,6 +129,7 @@ class Rebuilder:
         new_op._set_device(op.device)
         if op.control_inputs:
             new_op._add_control_inputs([self.replaced.get(c, c) for c in op.control_inputs])
+        recast_weights_in_gradient(new_op)
         self.replaced[op] = new_op
         return new_op
 
@@ -177,5 +182,7 @@ def rebuild_low_precision(graph: tf.Graph, low: List[tf.Operation], ports: Dict[
         rebuilder.rebuild(op, ports[op])
     for op in low:
         rebuilder.reroute(op)
+    for op in low:
+        defer_weight_casts(rebuilder.replaced[op])
     rebuilder.remap_collections()
     return rebuilder

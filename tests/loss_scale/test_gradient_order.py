@@ -12,6 +12,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import slim_mp
+from graph_checks import traced_op_times
 from slim_mp.loss_scale.gradient_order import defer_variable_terms
 from slim_mp.loss_scale.managers import FixedLossScaleManager, NoLossScaling
 from slim_mp.loss_scale.optimizer import LossScaleOptimizer
@@ -70,22 +71,13 @@ def test_each_term_runs_after_the_term_it_is_added_to():
         optimizer = LossScaleOptimizer(tf1.train.GradientDescentOptimizer(0.1), NoLossScaling())
         train_op = optimizer.minimize(loss)
         after = {op.name: op.control_inputs for op in _decay_terms(graph)}
-        with tf1.Session() as session:
-            session.run(tf1.global_variables_initializer())
-            metadata = tf1.RunMetadata()
-            session.run(train_op, options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
-                        run_metadata=metadata)
-    starts, ends = {}, {}
-    for device in metadata.step_stats.dev_stats:
-        for stats in device.node_stats:
-            starts[stats.node_name] = stats.all_start_micros
-            ends[stats.node_name] = stats.all_start_micros + stats.all_end_rel_micros
+    times = traced_op_times(train_op)
     assert len(after) == REGULARIZED and all(after.values())
     for term, others in after.items():
         for other in others:
-            while other.name not in ends:  # grappler removes identities: their input ran instead
+            while other.name not in times:  # grappler removes identities: their input ran instead
                 other = other.inputs[0].op
-            assert starts[term] >= ends[other.name], (term, other.name)
+            assert times[term][0] >= times[other.name][1], (term, other.name)
 
 
 def test_a_term_with_another_reader_or_without_a_later_term_is_left_alone():

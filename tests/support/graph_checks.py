@@ -1,6 +1,6 @@
 """Small graph inspection helpers for tests (independent of the code under test)."""
 
-from typing import Iterable, List
+from typing import Dict, Iterable, List, Tuple
 
 import tensorflow as tf
 
@@ -43,3 +43,14 @@ def softmax(logits):
 
     shifted = np.exp(np.asarray(logits, np.float64) - np.max(logits, axis=1, keepdims=True))
     return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def traced_op_times(train_op) -> Dict[str, Tuple[int, int]]:
+    """Run one initialised, traced step of ``train_op``'s graph: each executed op's (start, end) in microseconds."""
+    with tf.compat.v1.Session(graph=train_op.graph) as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        metadata = tf.compat.v1.RunMetadata()
+        session.run(train_op, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+                    run_metadata=metadata)
+    return {stats.node_name: (stats.all_start_micros, stats.all_start_micros + stats.all_end_rel_micros)
+            for device in metadata.step_stats.dev_stats for stats in device.node_stats}
