@@ -103,7 +103,9 @@ def _allow_signatures(region: Region, config: PaintConfig) -> Dict[str, OpSignat
 
 def _check_likely(config: PaintConfig, options: PlacementOptions) -> bool:
     """Whether the low precision is native where the step runs: then the check almost always times
-    the all-float32 step, so its graph is worth building while the micro-benchmarks warm up."""
+    the all-float32 step, so its graph is worth building while the micro-benchmarks warm up (only
+    when they run: with every op timing cached there is no warm-up to hide it behind, and the
+    check's rounds are likely cached too)."""
     device = detect_device()
     kind = options.target.device_type() or device.kind
     return kind == device.kind and precision_support(device)[config.precision.name].native
@@ -168,7 +170,7 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
                      else (None, ""))
     pool = StepPool(copy, config, options.target, options.step_warmup) if copy is not None else None
     try:
-        if pool is not None and _check_likely(config, options):
+        if pool is not None and _check_likely(config, options) and not cache.has_op_timings(signatures.values()):
             pool.build_ahead([all_float32_candidate(signatures)])
         estimate, measured, cached, machine_noise = _op_timings(region, config, signatures, cache, options,
                                                                 pool.wait_built if pool is not None else None)

@@ -16,7 +16,7 @@ not depend on this machine, as the test suite needs.
 import hashlib
 import os
 import warnings
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -72,6 +72,10 @@ class TimingCache:
         """The stored milliseconds of ``key``, or None."""
         return self._timings.get(key)
 
+    def has_op_timings(self, signatures: Iterable[OpSignature]) -> bool:
+        """Whether every one of ``signatures`` has its op timing here (then nothing is micro-benchmarked)."""
+        return all(_is_op_timing(self.get(s.key())) for s in signatures)
+
     def add(self, timings: Mapping[str, List[float]]) -> None:
         """Store new timings, merged with what other processes wrote meanwhile; one atomic write."""
         if not timings:
@@ -109,6 +113,11 @@ def fixed_measure(path: str, precision: tf.DType) -> Measure:
     return measure
 
 
+def _is_op_timing(stored: Optional[List[float]]) -> bool:
+    """Whether a stored value is an op timing (float32 ms, low ms, noise)."""
+    return bool(stored) and len(stored) == 3
+
+
 def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: PlacementOptions,
                 precision: tf.DType, before_rounds: Optional[Callable[[], object]] = None
                 ) -> Tuple[Dict[OpSignature, OpTiming], List[OpSignature], int]:
@@ -123,8 +132,8 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     if fixed:
         return fixed_measure(fixed, precision)(unique, precision), [], 0
     found = {s: cache.get(s.key()) for s in unique}
-    missing = [s for s, timing in found.items() if not timing or len(timing) != 3]
-    timings = {s: OpTiming(*timing) for s, timing in found.items() if timing and len(timing) == 3}
+    missing = [s for s, timing in found.items() if not _is_op_timing(timing)]
+    timings = {s: OpTiming(*timing) for s, timing in found.items() if _is_op_timing(timing)}
     if missing:
         rounds = PairRounds(options.warmup, options.runs, options.settled, before_rounds)
         measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target, rounds))

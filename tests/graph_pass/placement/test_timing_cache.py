@@ -71,3 +71,14 @@ def test_fixed_timings_file_decides_without_measuring(tmp_path):
     path.write_text(json.dumps({"float16": {"*": [1.0, 0.5]}}))
     with pytest.raises(ValueError, match=r"timings.json: needs 'bfloat16'"):
         measured_rewrite(conv_chain()[1], tmp_path, None, timings_file=str(path))
+
+
+def test_the_cache_says_whether_every_op_timing_is_there(tmp_path):
+    from slim_mp.graph_pass.placement.signatures import cast_signature
+    from slim_mp.graph_pass.placement.timing_cache import TimingCache
+
+    cache = TimingCache(str(tmp_path), "test device", tf.bfloat16)
+    small, large = cast_signature(64), cast_signature(128)
+    cache.add({small.key(): [0.0, 0.01, 0.0], f"check|{small.key()}": [5.0, 0.1]})
+    assert cache.has_op_timings([small]) and not cache.has_op_timings([small, large])
+    assert cache.has_op_timings([]), "nothing to time"
