@@ -5,8 +5,8 @@ creates (``Conv2DBackpropInput``/``Filter``, ...), once in float32 and once in t
 already low: the op's own cost), all in one standalone session (``MeasuringTarget.op_session``),
 warmed up, then ``runs`` interleaved rounds (each float32 variant beside its low twin, alternating
 which goes first): the fastest of each, and the noise of the low/float32 comparison from the
-spread of the per-round ratios (``stopwatch.relative_noise``). A cast pair (to low and back) is timed the same way for the cast
-cost model.
+spread of the per-round ratios (``stopwatch.relative_noise``). A cast pair (to low and back) is
+timed the same way for the cast cost model.
 """
 
 import dataclasses

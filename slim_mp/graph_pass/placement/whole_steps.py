@@ -77,12 +77,11 @@ def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], option
     pool.start(candidates)
     steps = [pool.step(candidate) for candidate in candidates]
     pool.wait_built()
-    callables = [step.run for step in steps]
-    if machine_noise is None:
-        return timed_against(interleaved_ms(callables, 0, runs, until_settled(options, reference)), reference)
-    rounds = interleaved_ms(callables, 0, runs, until_settled(options, reference, machine_noise), first_look=2)
-    return [timed if timed is None or index == reference or len(rounds[index]) >= MIN_NOISE_ROUNDS
-            else Timed(timed.ms, machine_noise) for index, timed in enumerate(timed_against(rounds, reference))]
+    rounds = interleaved_ms([step.run for step in steps], 0, runs, until_settled(options, reference, machine_noise),
+                            first_look=MIN_NOISE_ROUNDS if machine_noise is None else 2)
+    return [Timed(timed.ms, machine_noise) if timed is not None and machine_noise is not None and index != reference
+            and len(rounds[index]) < MIN_NOISE_ROUNDS else timed
+            for index, timed in enumerate(timed_against(rounds, reference))]
 
 
 def step_runs(context: SearchContext, candidates: Sequence[Candidate]) -> int:
