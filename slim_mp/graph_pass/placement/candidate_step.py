@@ -162,9 +162,10 @@ class StepPool:
     open until ``close``.
 
     Two background threads: one builds graphs ahead (``build_ahead``: Python work, while the
-    micro-benchmarks' untimed first runs hold no lock), one opens built steps. The rule that keeps
-    timings honest: nothing of the pool's runs while rounds are timed, so ``wait_built`` comes
-    before any round (the micro-benchmarks' and the whole steps').
+    micro-benchmarks' untimed first runs hold no lock), one opens built steps (``start``: also ahead
+    of their batch, while the search runs). The rule that keeps timings honest: nothing of the
+    pool's runs while rounds are timed, so ``wait_idle`` comes before any round (the
+    micro-benchmarks' and the whole steps').
     """
 
     def __init__(self, copy: RegionCopy, config: PaintConfig, target: MeasuringTarget, warmup: int = 1) -> None:
@@ -190,21 +191,23 @@ class StepPool:
                 self._substitutes_graph()
                 self._graphs[candidate] = self._builder.submit(self._built, candidate)
 
-    def wait_built(self) -> None:
-        """Return once no graph is being built ahead any more (errors are raised by ``start``)."""
-        for building in [self._substitutes, *self._graphs.values()]:
-            if building is not None:
-                building.exception()
+    def wait_idle(self) -> None:
+        """Return once nothing of the pool runs in the background: no graph being built ahead, no step
+        being opened (errors are raised by ``start`` and ``step``)."""
+        for background in [self._substitutes, *self._graphs.values(), *self._steps.values()]:
+            if background is not None:
+                background.exception()
 
     def start(self, candidates: Sequence[Candidate]) -> None:
         """Build the steps of ``candidates`` not built yet, one after the other, each opened and warmed
-        up in the background while the next is built. Build errors propagate here; opening errors
+        up in the background while the next is built; those built ahead open first, so that their
+        opening overlaps the building of the others. Build errors propagate here; opening errors
         from ``step``."""
-        for candidate in candidates:
-            if candidate not in self._steps:
-                building = self._graphs.pop(candidate, None)
-                built = building.result() if building is not None else self._built(candidate)
-                self._steps[candidate] = self._opener.submit(_opened, built, self.target, self.warmup)
+        waiting = [c for c in dict.fromkeys(candidates) if c not in self._steps]
+        for candidate in sorted(waiting, key=lambda c: c not in self._graphs):
+            building = self._graphs.pop(candidate, None)
+            built = building.result() if building is not None else self._built(candidate)
+            self._steps[candidate] = self._opener.submit(_opened, built, self.target, self.warmup)
 
     def step(self, candidate: Candidate) -> CandidateStep:
         """``candidate``'s step, open and warmed up (built now unless an equal candidate's already is)."""
@@ -221,7 +224,7 @@ class StepPool:
 
     def close(self) -> None:
         """Close every step's session and stop the background threads."""
-        self.wait_built()
+        self.wait_idle()
         self.keep_only(())
         self._graphs.clear()
         self._builder.shutdown()

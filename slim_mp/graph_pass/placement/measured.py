@@ -170,10 +170,15 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
                      else (None, ""))
     pool = StepPool(copy, config, options.target, options.step_warmup) if copy is not None else None
     try:
-        if pool is not None and _check_likely(config, options) and not cache.has_op_timings(signatures.values()):
+        ahead = (pool is not None and _check_likely(config, options)
+                 and not cache.has_op_timings(signatures.values()))
+        if ahead:
             pool.build_ahead([all_float32_candidate(signatures)])
         estimate, measured, cached, machine_noise = _op_timings(region, config, signatures, cache, options,
-                                                                pool.wait_built if pool is not None else None)
+                                                                pool.wait_idle if pool is not None else None)
+        if ahead and any(t.low_ms < t.float32_ms for t in estimate.timings.values()):
+            # Some op is faster low, so the check will likely time it: open it while the search runs.
+            pool.start([all_float32_candidate(signatures)])
         timings = estimate.timings
         found = _candidates(region, estimate)
         timed = shortlist(found, estimate, options)

@@ -76,7 +76,7 @@ def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], option
     """
     pool.start(candidates)
     steps = [pool.step(candidate) for candidate in candidates]
-    pool.wait_built()
+    pool.wait_idle()
     rounds = interleaved_ms([step.run for step in steps], 0, runs, until_settled(options, reference, machine_noise),
                             first_look=MIN_NOISE_ROUNDS if machine_noise is None else 2)
     return [Timed(timed.ms, machine_noise) if timed is not None and machine_noise is not None and index != reference

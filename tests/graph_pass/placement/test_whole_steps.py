@@ -5,11 +5,13 @@ Nothing here depends on this machine's speed: the tests check what the steps com
 
 import json
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, PlacementOptions, Timed, whole_steps
+from slim_mp.graph_pass.placement import candidate_step, stopwatch
 from slim_mp.graph_pass.placement.stopwatch import load_variables
 from slim_mp.graph_pass.placement.candidate_step import StepPool, build_candidate_step
 from slim_mp.graph_pass.placement.whole_steps import StepBatch
@@ -158,10 +160,58 @@ def test_a_step_built_ahead_is_not_built_again_and_is_done_before_any_round(monk
     float32 = Candidate(allow_names(copy))
     try:
         pool.build_ahead([float32])
-        pool.wait_built()
-        assert built == [float32], "built in the background, and done once wait_built returns"
+        pool.wait_idle()
+        assert built == [float32], "built in the background, and done once wait_idle returns"
         times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset()), float32], runs=3)
         assert all(t is not None for t in times)
         assert built == [float32, Candidate(frozenset())], "the one built ahead was not built again"
+    finally:
+        pool.close()
+
+
+
+def test_a_step_built_ahead_opens_before_the_others_are_built(monkeypatch):
+    # So that its opening (TensorFlow's work, in the background) overlaps their building (Python's).
+    opened_when_built = []
+    real_step_graph = candidate_step._step_graph
+    graph, loss, _ = small_net()
+    copy = copy_of(graph, loss)
+    pool = StepPool(copy, CONFIG, MeasuringTarget())
+    float32, low = Candidate(allow_names(copy)), Candidate(frozenset())
+    monkeypatch.setattr(candidate_step, "_step_graph",
+                        lambda *args: opened_when_built.append(float32 in pool._steps) or real_step_graph(*args))
+    try:
+        pool.build_ahead([float32])
+        pool.wait_idle()
+        pool.start([low, float32])
+        assert opened_when_built == [False, True], "the second build (low's) came after float32's opening started"
+    finally:
+        pool.close()
+
+
+def test_no_round_is_timed_while_a_step_opened_ahead_of_its_batch_still_opens(monkeypatch):
+    # The check's all-float32 step opens while the search runs; a batch timed meanwhile without it
+    # must wait for that opening before its first round.
+    events, openings = [], []
+    real_opened, real_run_ms = candidate_step._opened, stopwatch.run_ms
+
+    def slow_opened(built, target, warmup):
+        openings.append(built)
+        time.sleep(1.5 if len(openings) == 1 else 0.0)  # the first opening (float32's) outlasts the second
+        step = real_opened(built, target, warmup)
+        events.append("opened")
+        return step
+
+    monkeypatch.setattr(candidate_step, "_opened", slow_opened)
+    monkeypatch.setattr(stopwatch, "run_ms", lambda run: events.append("round") or real_run_ms(run))
+    graph, loss, _ = small_net()
+    copy = copy_of(graph, loss)
+    pool = StepPool(copy, CONFIG, MeasuringTarget())
+    try:
+        pool.start([Candidate(allow_names(copy))])
+        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset())], runs=2)
+        assert times[0] is not None
+        assert events.count("opened") == 2 and events.index("round") > max(
+            i for i, kind in enumerate(events) if kind == "opened"), events
     finally:
         pool.close()
