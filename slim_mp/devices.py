@@ -5,7 +5,9 @@ the decisions (``precision_support``, ``preferred_low_precision``, and ``speed_o
 measured placement can make of a precision) are pure functions of those facts, so they can be
 checked on any machine:
 
-* bfloat16 is native on CPUs with AVX512-BF16 or AMX-BF16 and on GPUs of compute capability 8.0 or newer;
+* bfloat16 is native on CPUs with AVX512-BF16 or AMX-BF16 while TensorFlow runs its oneDNN kernels
+  there (the only CPU kernels that use those instructions: with ``TF_ENABLE_ONEDNN_OPTS=0`` its own
+  kernels compute bfloat16 through float32), and on GPUs of compute capability 8.0 or newer;
 * float16 is native on GPUs of compute capability 7.0 or newer (tensor cores); on a CPU it is emulated.
 
 The graph pass, the training scripts, the benchmarks and the demo all ask here.
@@ -16,6 +18,7 @@ import platform
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import tensorflow as tf
+from tensorflow.python.util import _pywrap_util_port
 
 DEVICE_KINDS = ("CPU", "GPU")
 # The CPU flags (as /proc/cpuinfo spells them) that matter for low-precision math.
@@ -28,12 +31,15 @@ _MIN_CAPABILITY = {"bfloat16": (8, 0), "float16": (7, 0)}
 
 @dataclasses.dataclass(frozen=True)
 class DeviceInfo:
-    """The facts the precision decision needs: device kind, model name, CPU flags, GPU compute capability."""
+    """The facts the precision decision needs: device kind, model name, CPU flags, whether TensorFlow runs
+    its oneDNN kernels on the CPU (``onednn``: its default on AVX512-class x86 CPUs, or
+    ``TF_ENABLE_ONEDNN_OPTS``), GPU compute capability."""
 
     kind: str
     name: str
     cpu_flags: FrozenSet[str] = frozenset()
     compute_capability: Optional[Tuple[int, int]] = None
+    onednn: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in DEVICE_KINDS:
@@ -42,18 +48,20 @@ class DeviceInfo:
             raise ValueError("compute_capability is required for a GPU; pass it as a (major, minor) tuple.")
 
     def describe(self) -> str:
-        """One line for logs and reports, e.g. ``GPU NVIDIA H100 (compute capability 9.0)``."""
+        """One line for logs, reports and the timing cache's key, e.g. ``GPU NVIDIA H100 (compute capability
+        9.0)`` or ``CPU AMD EPYC 9B14 (avx512_bf16; oneDNN off)``: the kernels differ with oneDNN, so
+        timings taken with it on are never reused with it off."""
         if self.kind == "GPU":
             major, minor = self.compute_capability
             return f"GPU {self.name} (compute capability {major}.{minor})"
         flags = ", ".join(sorted(self.cpu_flags)) or "no low-precision instructions"
-        return f"CPU {self.name} ({flags})"
+        return f"CPU {self.name} ({flags}; oneDNN {'on' if self.onednn else 'off'})"
 
     def as_json(self) -> dict:
         """The facts as plain JSON values."""
         return {"kind": self.kind, "name": self.name, "cpu_flags": sorted(self.cpu_flags),
                 "compute_capability": list(self.compute_capability) if self.compute_capability else None,
-                "description": self.describe()}
+                "onednn": self.onednn, "description": self.describe()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,12 +86,15 @@ def _gpu_support(precision: str, capability: Tuple[int, int]) -> PrecisionSuppor
                                               f"{needed[0]}.{needed[1]} or newer, this GPU has {shown}")
 
 
-def _cpu_support(precision: str, cpu_flags: FrozenSet[str]) -> PrecisionSupport:
+def _cpu_support(precision: str, cpu_flags: FrozenSet[str], onednn: bool) -> PrecisionSupport:
     if precision == "float16":
         return PrecisionSupport(precision, False, "emulated: TensorFlow's CPU kernels compute float16 in float32")
-    found = sorted(cpu_flags.intersection(_CPU_BFLOAT16_FLAGS))
+    found = " and ".join(sorted(cpu_flags.intersection(_CPU_BFLOAT16_FLAGS)))
+    if found and onednn:
+        return PrecisionSupport(precision, True, f"the CPU has {found}")
     if found:
-        return PrecisionSupport(precision, True, f"the CPU has {' and '.join(found)}")
+        return PrecisionSupport(precision, False, f"emulated: the CPU has {found}, but TensorFlow's oneDNN kernels, "
+                                                  "the only ones that use it, are off (TF_ENABLE_ONEDNN_OPTS=0)")
     return PrecisionSupport(precision, False, "emulated: the CPU has neither avx512_bf16 nor amx_bf16")
 
 
@@ -91,7 +102,7 @@ def precision_support(device: DeviceInfo) -> Dict[str, PrecisionSupport]:
     """For each low precision, whether ``device`` runs it natively (see the module docstring for the rules)."""
     if device.kind == "GPU":
         return {precision: _gpu_support(precision, device.compute_capability) for precision in _MIN_CAPABILITY}
-    return {precision: _cpu_support(precision, device.cpu_flags) for precision in _MIN_CAPABILITY}
+    return {precision: _cpu_support(precision, device.cpu_flags, device.onednn) for precision in _MIN_CAPABILITY}
 
 
 def speed_outlook(support: PrecisionSupport) -> str:
@@ -154,6 +165,11 @@ def _cpu_model_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def onednn_enabled() -> bool:
+    """Whether TensorFlow runs its oneDNN kernels in this process (``TF_ENABLE_ONEDNN_OPTS``, read once)."""
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def device_type() -> str:
     """``GPU`` when TensorFlow sees a GPU (ops then run there by default), else ``CPU``."""
     return "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
@@ -167,4 +183,4 @@ def detect_device() -> DeviceInfo:
         return DeviceInfo("GPU", details.get("device_name", gpus[0].name),
                           compute_capability=tuple(details["compute_capability"]))
     flags = frozenset(flag for flag, present in cpu_features().items() if present)
-    return DeviceInfo("CPU", _cpu_model_name(), cpu_flags=flags)
+    return DeviceInfo("CPU", _cpu_model_name(), cpu_flags=flags, onednn=onednn_enabled())

@@ -39,6 +39,7 @@ def gpu(major: int, minor: int) -> DeviceInfo:
     (cpu("amx_bf16"), True, False),
     (cpu("avx512_bf16", "amx_bf16", "amx_fp16", "avx512_fp16"), True, False),
     (cpu("avx512_fp16", "amx_fp16"), False, False),
+    (dataclasses.replace(cpu("avx512_bf16", "amx_bf16"), onednn=False), False, False),
     (gpu(6, 1), False, False),
     (gpu(7, 0), False, True),
     (gpu(7, 5), False, True),
@@ -55,6 +56,33 @@ def test_native_precisions_follow_the_device_facts(device, bfloat16_native, floa
         assert item.reason.startswith("emulated") is not item.native
     expected = [name for name, native in (("bfloat16", bfloat16_native), ("float16", float16_native)) if native]
     assert native_precisions(device) == expected
+
+
+def test_bfloat16_instructions_without_onednn_are_emulated_and_say_how_to_turn_it_on():
+    support = precision_support(dataclasses.replace(cpu("avx512_bf16"), onednn=False))["bfloat16"]
+    assert "avx512_bf16" in support.reason and "TF_ENABLE_ONEDNN_OPTS=0" in support.reason
+
+
+def test_the_device_line_and_so_the_timing_cache_key_differ_with_onednn():
+    on, off = cpu("avx512_bf16"), dataclasses.replace(cpu("avx512_bf16"), onednn=False)
+    assert "oneDNN on" in on.describe() and "oneDNN off" in off.describe()
+
+
+@pytest.mark.executed_ops
+def test_detected_onednn_state_is_what_tensorflow_executes():
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [1, 8, 8, 3])
+        output = tf.nn.conv2d(images, tf.ones([3, 3, 3, 4]), 1, "SAME")
+        metadata = tf.compat.v1.RunMetadata()
+        with tf.compat.v1.Session() as session:
+            session.run(output, {images: [[[[1.0] * 3] * 8] * 8]},
+                        options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+                        run_metadata=metadata)
+    kernels = {stats.timeline_label.split(" = ")[-1].split("(")[0] for device in metadata.step_stats.dev_stats
+               for stats in device.node_stats if stats.node_name == output.op.name}
+    assert kernels, "the convolution was not traced"
+    assert detect_device().onednn is any(kernel.startswith("_Mkl") for kernel in kernels), kernels
 
 
 def test_float16_on_a_cpu_is_reported_as_emulated():
