@@ -93,8 +93,9 @@ def _cpu_support(precision: str, cpu_flags: FrozenSet[str], onednn: bool) -> Pre
     if found and onednn:
         return PrecisionSupport(precision, True, f"the CPU has {found}")
     if found:
-        return PrecisionSupport(precision, False, f"emulated: the CPU has {found}, but TensorFlow's oneDNN kernels, "
-                                                  "the only ones that use it, are off (TF_ENABLE_ONEDNN_OPTS=0)")
+        return PrecisionSupport(precision, False, f"emulated: TF_ENABLE_ONEDNN_OPTS=0 turns off TensorFlow's oneDNN "
+                                                  f"kernels, the only ones that use the CPU's {found}; unset it to "
+                                                  "run bfloat16 natively")
     return PrecisionSupport(precision, False, "emulated: the CPU has neither avx512_bf16 nor amx_bf16")
 
 
