@@ -89,3 +89,31 @@ def test_without_grappler_a_micro_benchmark_runs_the_same_compute_kernels():
             executed.append({kernel for kernel in kernels if op_family(kernel) in compute})
     assert {op_family(kernel) for kernel in executed[0]} == compute
     assert executed[0] == executed[1]
+
+
+def _micro_graph(monkeypatch, signatures) -> tf.Graph:
+    """The graph ``micro_benchmark`` builds for ``signatures`` (trained), caught as its session opens."""
+    graphs = []
+    real_session = MeasuringTarget.op_session
+    monkeypatch.setattr(MeasuringTarget, "op_session",
+                        lambda self, graph: graphs.append(graph) or real_session(self, graph))
+    micro_benchmark(signatures, tf.bfloat16, rounds=PairRounds(warmup=0, runs=1))
+    return graphs[0]
+
+
+def test_signatures_share_inputs_of_one_shape_and_type_but_an_op_never_reads_one_twice(monkeypatch):
+    graph = tf.Graph()
+    with graph.as_default():
+        # Two products of different layouts whose inputs and output are all [6, 6]: four equal shapes per op.
+        plain = tf.matmul(tf.ones([6, 6]), tf.ones([6, 6]))
+        transposed = tf.matmul(tf.ones([6, 6]), tf.ones([6, 6]), transpose_b=True)
+    signatures = [op_signature(plain.op), op_signature(transposed.op)]
+    variables = lambda g: [op for op in g.get_operations() if op.type == "VarHandleOp"]  # noqa: E731
+    one = _micro_graph(monkeypatch, signatures[:1])
+    both = _micro_graph(monkeypatch, signatures)
+    # Per precision: a, b and the upstream gradient, each its own variable, and the second product reuses them.
+    assert len(variables(one)) == 2 * 3
+    assert len(variables(both)) == len(variables(one))
+    for product in (op for op in both.get_operations() if op.type == "MatMul"):
+        assert len({tensor.name for tensor in product.inputs}) == 2, product.name
+    assert not [op.name for op in both.get_operations() if op.type in ("AddN", "AddV2")]
