@@ -7,7 +7,8 @@ interleaved in one process), peak memory (each configuration in its own subproce
 and in the graph, and the slim_mp pass time (cold: an empty timing cache; warm: the same build
 again). By default only the low precisions the device runs
 natively are measured; name emulated ones with --precisions to measure them too. Writes
-DIR/benchmark.json, DIR/benchmark.md and DIR/benchmark.png (speed-ups vs float32).
+DIR/benchmark.json, DIR/benchmark.md and DIR/benchmark.png (speed-ups vs float32). Only the
+benchmark's own lines reach the screen; TensorFlow's and absl's go to DIR/tensorflow.log.
 
 --background_load=N runs all of that beside N busy-loop processes (one per core, pinned; always
 stopped at the end), the measured placement deciding under that load (pinned in
@@ -23,7 +24,8 @@ from absl import flags
 from slim_mp.devices import detect_device, precision_support
 from slim_mp.measure.benchmark import suite, suite_results, under_load
 from slim_mp.measure.benchmark.benchmark_report import BenchmarkReport
-from slim_mp.training import cli
+from slim_mp.training import cli, prepare_output_dir
+from slim_mp.training.library_logs import send_library_logs_to
 
 DEFAULT_MODELS = ["resnet_v1_50", "inception_v3", "mobilenet_v1", "vgg_16", "resnet_v1_18"]
 
@@ -56,7 +58,10 @@ def main() -> None:
     models = suite.check_models([name for name in FLAGS.models if name])
     device = detect_device()
     precisions = suite.choose_precisions([name for name in FLAGS.precisions if name], device)
-    progress(f"device: {device.describe()}")
+    prepare_output_dir(FLAGS.output_dir, "--output_dir")  # only once every flag is checked: bad input writes nothing
+    log_path = os.path.join(FLAGS.output_dir, "tensorflow.log")
+    send_library_logs_to(log_path)
+    progress(f"device: {device.describe()} (TensorFlow's log: {log_path})")
     for support in precision_support(device).values():
         progress(support.describe())
     progress(f"benchmarking: float32 and {', '.join(precisions)}")

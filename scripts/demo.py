@@ -64,14 +64,12 @@ PROCESS_STARTED = time.monotonic() - _process_age_seconds()
 EARLY_LOG = _native_stderr_to_temporary_file() if __name__ == "__main__" else None
 
 import dataclasses  # noqa: E402  (after the redirection above, like every import below)
-import logging  # noqa: E402
 import multiprocessing  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 from typing import Callable, List, Optional  # noqa: E402
 
 from absl import flags  # noqa: E402
-from absl import logging as absl_logging  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 
@@ -82,6 +80,7 @@ from slim_mp.graph_pass.placement import DECISIONS_FILE_NAME, PlacementOptions  
 from slim_mp.measure.benchmark import benchmark_step  # noqa: E402
 from slim_mp.training import (EvalConfig, LearningRateSettings, OptimizerSettings, PrecisionOptions,  # noqa: E402
                               TrainConfig, cli, evaluate, prepare_output_dir, train)
+from slim_mp.training.library_logs import send_library_logs_to  # noqa: E402
 
 MODEL = "cifarnet"
 DATASET = "fashion_mnist"
@@ -178,7 +177,7 @@ def run_one(precision: str, steps: int, output_dir: str, decisions_file: Optiona
     A plain tuple goes back to the demo's process: a class of this script would be pickled under
     the child's module name, which the parent may not know (unpickling fails, and the pool waits).
     """
-    _logs_to_file(os.path.join(output_dir, LOG_FILE_NAME))
+    send_library_logs_to(os.path.join(output_dir, LOG_FILE_NAME))
     train_dir = os.path.join(output_dir, precision)
     shutil.rmtree(train_dir, ignore_errors=True)
     if decisions_file:
@@ -365,29 +364,13 @@ def format_table(rows: List[RunSummary], speedup: float, below_one: Optional[str
     return "\n".join(lines)
 
 
-def _logs_to_file(path: str) -> None:
-    """Send TensorFlow's C++ lines (descriptor 2) and absl's, TensorFlow's and Python's logging to ``path``.
-
-    TensorFlow's logger has a handler of its own in a process where absl's app did not start (the
-    training runs' processes), so both are pointed at the file.
-    """
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    os.dup2(descriptor, 2)
-    os.close(descriptor)
-    stream = open(path, "a", buffering=1, encoding="utf-8")
-    absl_logging.get_absl_handler().python_handler.stream = stream
-    for handler in tf.get_logger().handlers:
-        handler.setStream(stream)
-    logging.captureWarnings(True)
-
-
 def main() -> None:
     """Explain the device, time both precisions, train both within the budget, print the table."""
     budget, output_dir = FLAGS.budget_seconds, FLAGS.output_dir
     prepare_output_dir(output_dir, "--output_dir")
     log_path = os.path.join(output_dir, LOG_FILE_NAME)
     shutil.copyfile(EARLY_LOG or os.devnull, log_path)
-    _logs_to_file(log_path)
+    send_library_logs_to(log_path)
     startup_seconds = time.monotonic() - PROCESS_STARTED
     deadline = PROCESS_STARTED + budget
     device = detect_device()

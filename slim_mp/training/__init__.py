@@ -5,6 +5,7 @@ The modules, in the order a run's data flows through them:
 - flags and config: ``cli`` (the scripts' flag parser and error reporting), ``train_config``
   (``TrainConfig``), ``data_model_options`` and ``precision_flags`` (the options training and
   evaluation share), ``learning_rate``, ``optimizers`` and ``scopes`` (the knobs they name);
+- the scripts' screen: ``library_logs`` (TensorFlow's and absl's lines to a log file);
 - data: ``input_pipeline`` (tf.data, decoded, preprocessed and batched);
 - model: ``model_setup`` (network, preprocessing, input size, output folders);
 - graph: ``fault_injection`` (test-only inf gradients), ``fine_tune_restore`` (the pretrained

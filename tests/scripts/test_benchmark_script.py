@@ -22,12 +22,12 @@ LABELS = {"float32", "slim_mp_bf16", "slim_mp_static_bf16", "grappler_bf16", "fl
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """One real benchmark of LeNet in float32 and bfloat16: (stdout, output dir)."""
+    """One real benchmark of LeNet in float32 and bfloat16: (stdout, output dir, stderr)."""
     output_dir = str(tmp_path_factory.mktemp("benchmark"))
     process = check_ok(run_script(
         BENCHMARK_SCRIPT, "--models=lenet", "--precisions=bfloat16", f"--batch_size={BATCH_SIZE}",
         f"--rounds={ROUNDS}", "--warmup=1", "--memory_steps=1", f"--output_dir={output_dir}"))
-    return process.stdout, output_dir
+    return process.stdout, output_dir, process.stderr
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +86,16 @@ def test_progress_names_model_configuration_and_round(tiny_run):
         line = next(line for line in stdout.splitlines() if line.startswith(f"[lenet] round {round_index}/{ROUNDS}"))
         assert all(f"{label}=" in line for label in LABELS)
     assert all(f"[lenet] {label}: peak memory" in stdout for label in LABELS)
+
+
+def test_tensorflows_python_lines_go_to_the_log_file_not_the_screen(tiny_run):
+    stdout, output_dir, stderr = tiny_run
+    # tf_slim logs this INFO line for every layer built with weight decay 0, as the benchmark's are.
+    with open(os.path.join(output_dir, "tensorflow.log"), encoding="utf-8") as handle:
+        assert "Scale of 0 disables regularizer" in handle.read()
+    for screen in (stdout, stderr):
+        assert "Scale of 0" not in screen and "UserWarning" not in screen
+    assert f"TensorFlow's log: {os.path.join(output_dir, 'tensorflow.log')}" in stdout
 
 
 def test_device_in_the_report_matches_detection_here(tiny_run, payload):
