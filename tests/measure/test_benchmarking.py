@@ -58,6 +58,7 @@ def test_native_precisions_follow_the_device_facts(device, bfloat16_native, floa
     assert native_precisions(device) == expected
 
 
+@pytest.mark.executed_ops
 def test_bfloat16_instructions_without_onednn_are_emulated_and_say_how_to_turn_it_on():
     support = precision_support(dataclasses.replace(cpu("avx512_bf16"), onednn=False))["bfloat16"]
     assert "avx512_bf16" in support.reason and "TF_ENABLE_ONEDNN_OPTS=0" in support.reason

@@ -101,6 +101,7 @@ def _micro_graph(monkeypatch, signatures) -> tf.Graph:
     return graphs[0]
 
 
+@pytest.mark.executed_ops
 def test_signatures_share_inputs_of_one_shape_and_type_but_an_op_never_reads_one_twice(monkeypatch):
     graph = tf.Graph()
     with graph.as_default():
