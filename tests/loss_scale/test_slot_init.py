@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from graph_checks import live_bytes_per_step
 
 from slim_mp.loss_scale import FixedLossScaleManager, LossScaleOptimizer, NoLossScaling
 
@@ -63,28 +64,15 @@ def test_wrapped_slots_start_and_step_bit_for_bit_as_the_unwrapped_optimizer(opt
                                           err_msg=f"{name} after step {step}")
 
 
-def _live_bytes_per_step(wrap, steps=2):
-    """Bytes each Momentum step allocated and left alive (TensorFlow's tracked allocations, from step stats)."""
-    with tf.Graph().as_default(), tf1.Session() as session:
-        _, train_op = _build("momentum", wrap)
-        session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
-        live = []
-        for _ in range(steps):
-            metadata = tf1.RunMetadata()
-            session.run(train_op, options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
-                        run_metadata=metadata)
-            live.append(sum(memory.live_bytes for device in metadata.step_stats.dev_stats
-                            for node in device.node_stats for memory in node.memory))
-        return live
-
-
 @pytest.mark.executed_ops
 @pytest.mark.parametrize("wrap_name", list(WRAPS))
 def test_first_update_keeps_no_copy_of_the_slots(wrap_name):
     slot_set = sum(4 * rows * columns for rows, columns in SHAPES)
-    plain_first, plain_second = _live_bytes_per_step(None)
+    with tf.Graph().as_default():
+        plain_first, plain_second = live_bytes_per_step(_build("momentum", None)[1])
     # The mechanism: the plain optimizer's first update copies every slot off the folded constant,
     # which the session keeps.
     assert plain_first - plain_second >= slot_set
-    first, second = _live_bytes_per_step(WRAPS[wrap_name])
+    with tf.Graph().as_default():
+        first, second = live_bytes_per_step(_build("momentum", WRAPS[wrap_name])[1])
     assert first - second < slot_set // 2
