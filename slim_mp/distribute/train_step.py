@@ -21,7 +21,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 from slim_mp.distribute.clones import Clone, first_clone_update_ops, optimize_clones
-from slim_mp.loss_scale import GradsAndVars, LossScaleOptimizer, loss_check
+from slim_mp.loss_scale import GradsAndVars, LossScaleOptimizer, loss_check, unfolded_slot_initializers
 
 tf1 = tf.compat.v1
 
@@ -73,6 +73,8 @@ def build_train_step(
     ``moving_average_decay`` keeps exponential moving averages of the model variables (updated by
     the chief's aggregation under ``sync``, as TF-Slim's script does). The total loss is checked
     for inf/NaN, which stops the run with an error (a non-finite *gradient* is loss scaling's job).
+    The optimizer's slots start on buffers of their own in every precision, float32 too
+    (``unfolded_slot_initializers``): the same values, no slot-sized copy kept after the first update.
     """
     total_loss, grads_and_vars = optimize_clones(optimizer, clones, var_list)
     if transform_gradients is not None:
@@ -86,11 +88,13 @@ def build_train_step(
             variable_averages=averages,
             variables_to_average=slim.get_model_variables() if averages else None,
         )
-        apply = sync_optimizer.apply_gradients(grads_and_vars, global_step)
-    else:
-        apply = optimizer.apply_gradients(grads_and_vars, global_step)
-        if averages is not None:
-            apply = _apply_with_averages(apply, averages)
+    with unfolded_slot_initializers():
+        if sync_optimizer is not None:
+            apply = sync_optimizer.apply_gradients(grads_and_vars, global_step)
+        else:
+            apply = optimizer.apply_gradients(grads_and_vars, global_step)
+            if averages is not None:
+                apply = _apply_with_averages(apply, averages)
     checked_loss = loss_check(total_loss)
     with tf.control_dependencies([apply, *first_clone_update_ops(clones)]):
         train_tensor = tf.identity(checked_loss, name="train_op")

@@ -6,7 +6,7 @@ import tensorflow as tf
 import tf_slim as slim
 
 import slim_mp
-from graph_checks import float32_math_ops, ops_of_type, reachable_ops
+from graph_checks import float32_math_ops, live_bytes_per_step, ops_of_type, reachable_ops
 from slim_mp.distribute.clones import ClonePlacement, create_clones, optimize_clones
 from slim_mp.training.train_config import TrainConfig
 from slim_mp.distribute.train_step import build_train_step
@@ -95,6 +95,19 @@ def test_clones_share_variables_and_only_the_first_clone_updates_batch_norm():
     assert not any(name.startswith("clone_") for name in names), names
     assert names.count("conv/BatchNorm/moving_mean") == 1
     np.testing.assert_allclose(updated, 0.5 * first_clone_mean, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.executed_ops
+def test_a_float32_train_step_keeps_no_copy_of_the_momentum_slots_after_its_first_update():
+    # The training script's float32 step: a plain optimizer, no loss-scale wrapper around it.
+    batches = conv_bn_batches()
+    with tf.Graph().as_default():
+        global_step = tf1.train.get_or_create_global_step()
+        clones = create_clones(batches_model(batches, conv_bn_net), CPU_CLONES)
+        step = build_train_step(tf1.train.MomentumOptimizer(0.01, 0.9), clones, global_step)
+        slot_set = sum(4 * v.shape.num_elements() for v in tf1.trainable_variables())
+        first, second = live_bytes_per_step(step.train_tensor)
+    assert first - second < slot_set // 2
 
 
 def test_mixed_precision_clones_are_rewritten_in_one_pass_and_checked_once():

@@ -7,6 +7,7 @@ import time
 import matplotlib.image
 import pytest
 import tensorflow as tf
+from graph_checks import live_bytes_per_step
 
 from slim_mp.graph_pass.placement import TIMINGS_FILE_ENV
 from slim_mp.measure.benchmark import benchmark_step, peak_memory
@@ -153,6 +154,16 @@ def test_check_models_names_the_unknown_model():
         check_models(["lenet", "lenett"])
     with pytest.raises(ValueError, match="models is empty"):
         check_models([])
+
+
+@pytest.mark.executed_ops
+def test_the_benchmark_step_keeps_no_copy_of_the_momentum_slots_as_the_training_step():
+    step = benchmark_step.build_benchmark_step("float32", "lenet", tf.float32, 2, None, num_classes=10)
+    step.session.close()
+    with step.train_op.graph.as_default():
+        slot_set = sum(4 * v.shape.num_elements() for v in tf.compat.v1.trainable_variables())
+    first, second = live_bytes_per_step(step.train_op)
+    assert first - second < slot_set // 2
 
 
 def test_speedup_is_the_median_of_per_round_ratios():

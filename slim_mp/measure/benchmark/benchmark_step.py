@@ -22,6 +22,7 @@ from nets import nets_factory
 from slim_mp.devices import device_type
 from slim_mp.graph_pass import PlacementOptions, PlacementPlan
 from slim_mp.graph_pass.placement.stopwatch import run_ms
+from slim_mp.loss_scale import unfolded_slot_initializers
 
 CONFIGS = ("float32", "slim_mp", "slim_mp_static", "grappler", "floor")
 # The placement each slim_mp configuration asks the pass for.
@@ -68,6 +69,9 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
                          placement_options: Optional[PlacementOptions] = None) -> BenchmarkStep:
     """Build a Momentum train step of ``model_name`` (cross-entropy loss, random fixed inputs) for ``config``.
 
+    Every configuration creates its slots as slim_mp's training step does (``unfolded_slot_initializers``),
+    so the columns differ only in how they compute in low precision, not in a kept copy of the slots.
+
     ``placement_options`` go to the pass of the slim_mp configurations (e.g. a training run's
     decisions file, to time the placement that run trained with).
     """
@@ -95,7 +99,8 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
             step.pass_seconds = report.seconds
             step.placement = report.placement
         optimizer = tf.compat.v1.train.MomentumOptimizer(0.001, 0.9)
-        with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)):
+        with tf.control_dependencies(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)), \
+                unfolded_slot_initializers():
             step.train_op = optimizer.minimize(loss)
         step.graph_casts = sum(1 for op in graph.get_operations() if op.type == "Cast")
         session_config = _grappler_config(precision, device_type()) if config == "grappler" else None
