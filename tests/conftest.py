@@ -15,6 +15,8 @@
 - Apply the tf_slim compatibility fixes once per test process (``slim_mp.compat.install()``), so no
   test module has to import ``slim_mp`` only for its side effect; the pytest-xdist controller,
   which runs no test, does not import TensorFlow at all.
+- A session folder for what several test processes would otherwise build each
+  (``$SLIM_MP_TEST_BUILDS_DIR``, see ``reference.factory_build``).
 - ``--cpu-report=N`` prints the N tests and N files that cost the most CPU (``cpu_report``).
 """
 
@@ -39,6 +41,10 @@ def _fixed_timings_file() -> str:
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("SLIM_MP_CACHE_DIR", tempfile.mkdtemp(prefix="slim_mp_test_cache_"))
+# Network builds the pytest-xdist workers share (``reference``): a new folder for every session, set
+# before the workers start (they inherit it), never one left from an earlier session's code.
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ["SLIM_MP_TEST_BUILDS_DIR"] = tempfile.mkdtemp(prefix="slim_mp_test_builds_")
 if "SLIM_MP_TIMINGS_FILE" not in os.environ:
     os.environ["SLIM_MP_TIMINGS_FILE"] = _fixed_timings_file()
 

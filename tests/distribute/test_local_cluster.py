@@ -2,21 +2,22 @@
 
 Synchronous runs must show every worker the same loss scale and skip count at every step, skip a
 step for all when one worker's gradients overflow, and survive a worker that is killed and
-restarted. Every run is bounded by ``CLUSTER_TIMEOUT_S``: a hung cluster fails the test.
+restarted. Every run is bounded by ``CLUSTER_TIMEOUT_S``: a hung cluster fails the test. The tasks
+are forked from a preloaded interpreter (``script_runs.preloaded_tasks``), each still its own process.
 """
 
 import dataclasses
 import os
 import re
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from script_runs import REPO_ROOT, script_env
-from slim_mp.distribute.local_cluster import LocalCluster, python_command
+from script_runs import REPO_ROOT, preloaded_tasks, script_env
+from slim_mp.distribute.local_cluster import LocalCluster
 
 CLUSTER_TIMEOUT_S = 240
 TRAIN_SCRIPT = os.path.join(REPO_ROOT, "scripts", "train_image_classifier.py")
@@ -51,10 +52,18 @@ class ClusterRun:
         return "\n".join(self.lines[-80:])
 
 
-def start_cluster(train_dir: str, args: Sequence[str], worker_args: Dict[int, Sequence[str]]):
+@pytest.fixture(scope="module")
+def task_command() -> Iterator[Callable[..., List[str]]]:
+    """The command line of a cluster task, forked from this file's preloaded server."""
+    with preloaded_tasks() as command:
+        yield command
+
+
+def start_cluster(task_command: Callable[..., List[str]], train_dir: str, args: Sequence[str],
+                  worker_args: Dict[int, Sequence[str]]):
     run = ClusterRun(lines=[])
     cluster = LocalCluster(
-        python_command(PS_SCRIPT), python_command(TRAIN_SCRIPT, [f"--train_dir={train_dir}", *CLUSTER_ARGS, *args]),
+        task_command(PS_SCRIPT), task_command(TRAIN_SCRIPT, [f"--train_dir={train_dir}", *CLUSTER_ARGS, *args]),
         num_ps=1, num_workers=2, sink=run.lines.append, env=script_env(), worker_args=worker_args,
     )
     cluster.start()
@@ -73,11 +82,11 @@ def checkpoint_values(train_dir: str) -> Dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def sync_float16_run(tmp_path_factory):
+def sync_float16_run(tmp_path_factory, task_command):
     """Six synchronous float16 steps; worker 1's gradients are made inf at its third step."""
     train_dir = str(tmp_path_factory.mktemp("sync_fp16"))
     cluster, run = start_cluster(
-        train_dir, ["--precision=float16", "--max_number_of_steps=6", *DYNAMIC_ARGS, *SYNC_ARGS],
+        task_command, train_dir, ["--precision=float16", "--max_number_of_steps=6", *DYNAMIC_ARGS, *SYNC_ARGS],
         worker_args={1: ["--fault_nonfinite_steps=3"]},
     )
     run.exit_code = cluster.wait_for_chief(timeout=CLUSTER_TIMEOUT_S)
@@ -100,7 +109,7 @@ def test_an_overflow_on_one_worker_skips_the_step_for_all_and_halves_the_scale_o
     assert all(np.all(np.isfinite(value)) for value in values.values() if value.dtype.kind == "f")
 
 
-def test_a_killed_worker_restarts_and_rejoins_without_corrupting_the_checkpoint(tmp_path):
+def test_a_killed_worker_restarts_and_rejoins_without_corrupting_the_checkpoint(tmp_path, task_command):
     """bfloat16, dynamic scaling: worker 1 overflows at its 2nd step, is killed after step 4 and restarted.
 
     The restarted worker counts its steps afresh, so it overflows once more: two skips in all.
@@ -108,7 +117,7 @@ def test_a_killed_worker_restarts_and_rejoins_without_corrupting_the_checkpoint(
     train_dir = str(tmp_path / "train")
     steps = 12
     cluster, run = start_cluster(
-        train_dir,
+        task_command, train_dir,
         ["--precision=bfloat16", f"--max_number_of_steps={steps}", "--save_interval_secs=1", *DYNAMIC_ARGS,
          *SYNC_ARGS],
         worker_args={1: ["--fault_nonfinite_steps=2"]},
@@ -145,7 +154,7 @@ def wait_for_both_workers(cluster: LocalCluster, run: ClusterRun) -> Tuple[Optio
         cluster.stop()
 
 
-def test_async_workers_skip_alone_but_share_the_loss_scale(tmp_path):
+def test_async_workers_skip_alone_but_share_the_loss_scale(tmp_path, task_command):
     """Without --sync_replicas the chief alone skips its overflowing 2nd step; the scale on the ps halves once.
 
     The workers are not in lockstep: either may start first or run faster, and worker 1 may run no
@@ -165,7 +174,7 @@ def test_async_workers_skip_alone_but_share_the_loss_scale(tmp_path):
     """
     train_dir = str(tmp_path / "train")
     cluster, run = start_cluster(
-        train_dir, ["--precision=float16", "--max_number_of_steps=8", *DYNAMIC_ARGS],
+        task_command, train_dir, ["--precision=float16", "--max_number_of_steps=8", *DYNAMIC_ARGS],
         worker_args={0: ["--fault_nonfinite_steps=2"], 1: ["--max_number_of_steps=4"]},
     )
     assert wait_for_both_workers(cluster, run) == (0, 0), run.text()

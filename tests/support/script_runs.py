@@ -1,6 +1,7 @@
 """Run the training and evaluation scripts as subprocesses, the way a user does, and read what they leave."""
 
 import atexit
+import contextlib
 import dataclasses
 import json
 import os
@@ -12,9 +13,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Dict, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import tensorflow as tf
+
+from slim_mp.distribute.local_cluster import python_command
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_SCRIPT = os.path.join(REPO_ROOT, "scripts", "train_image_classifier.py")
@@ -219,3 +222,30 @@ def evaluated_lenet(base_dir: str) -> EvaluatedRun:
             _EVALUATED["float32"] = EvaluatedRun(json.load(handle), process.stdout)
     return _EVALUATED["float32"]
 
+
+PRELOADED_TASK = os.path.join(REPO_ROOT, "tests", "support", "preloaded_task.py")
+
+
+@contextlib.contextmanager
+def preloaded_tasks() -> Iterator[Callable[..., List[str]]]:
+    """``command(script, args)``: command lines of long-running tasks forked from one preloaded server.
+
+    For local clusters, whose parameter server and workers run at once and stream their output:
+    each task costs a light client's start instead of a TensorFlow import. The server (and with it
+    the CPU of its tasks, for ``cpu_report``) ends when the block does. With
+    ``SLIM_MP_TEST_FRESH_PROCESSES=1`` the commands start fresh interpreters.
+    """
+    if os.environ.get(FRESH_PROCESSES_ENV) == "1":
+        yield python_command
+        return
+    socket_path = os.path.join(tempfile.mkdtemp(prefix="slim_mp_test_tasks_"), "socket")
+    server = subprocess.Popen(  # -u: the tasks' output streams line by line, as PYTHONUNBUFFERED would
+        [sys.executable, "-u", PRELOADED_SERVER, "--tasks", socket_path], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, env=script_env(), preexec_fn=sigint_as_in_a_terminal)  # the tasks inherit it
+    try:
+        assert json.loads(server.stdout.readline()) == {"listening": socket_path}, "the task server did not start"
+        yield lambda script, args=(): [sys.executable, PRELOADED_TASK, socket_path, script, *args]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        shutil.rmtree(os.path.dirname(socket_path))
