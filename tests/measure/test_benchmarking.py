@@ -11,6 +11,7 @@ from graph_checks import live_bytes_per_step
 
 from slim_mp.graph_pass.placement import TIMINGS_FILE_ENV
 from slim_mp.measure.benchmark import benchmark_step, peak_memory
+from slim_mp.measure.profiling.step_parallelism import executed_node_defs
 from slim_mp.measure.benchmark import suite as benchmark_suite
 from slim_mp.measure.benchmark.benchmark_report import BenchmarkReport
 from slim_mp.measure.benchmark.suite import check_models, choose_precisions, plan_variants
@@ -79,12 +80,9 @@ def test_detected_onednn_state_is_what_tensorflow_executes():
         metadata = tf.compat.v1.RunMetadata()
         with tf.compat.v1.Session() as session:
             session.run(output, {images: [[[[1.0] * 3] * 8] * 8]},
-                        options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
-                        run_metadata=metadata)
-    kernels = {stats.timeline_label.split(" = ")[-1].split("(")[0] for device in metadata.step_stats.dev_stats
-               for stats in device.node_stats if stats.node_name == output.op.name}
-    assert kernels, "the convolution was not traced"
-    assert detect_device().onednn is any(kernel.startswith("_Mkl") for kernel in kernels), kernels
+                        options=tf.compat.v1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
+    kernel = executed_node_defs(metadata)[output.op.name].op
+    assert detect_device().onednn is kernel.startswith("_Mkl"), kernel
 
 
 def test_float16_on_a_cpu_is_reported_as_emulated():

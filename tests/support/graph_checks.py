@@ -45,13 +45,22 @@ def softmax(logits):
     return shifted / shifted.sum(axis=1, keepdims=True)
 
 
+def _traced_steps(train_op, steps: int) -> List[tf.compat.v1.RunMetadata]:
+    """Initialise ``train_op``'s graph (global and local variables), run ``steps`` traced steps: their metadata."""
+    with tf.compat.v1.Session(graph=train_op.graph) as session:
+        session.run([tf.compat.v1.global_variables_initializer(), tf.compat.v1.local_variables_initializer()])
+        traced = []
+        for _ in range(steps):
+            metadata = tf.compat.v1.RunMetadata()
+            session.run(train_op, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+                        run_metadata=metadata)
+            traced.append(metadata)
+    return traced
+
+
 def traced_op_times(train_op) -> Dict[str, Tuple[int, int]]:
     """Run one initialised, traced step of ``train_op``'s graph: each executed op's (start, end) in microseconds."""
-    with tf.compat.v1.Session(graph=train_op.graph) as session:
-        session.run(tf.compat.v1.global_variables_initializer())
-        metadata = tf.compat.v1.RunMetadata()
-        session.run(train_op, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
-                    run_metadata=metadata)
+    (metadata,) = _traced_steps(train_op, 1)
     return {stats.node_name: (stats.all_start_micros, stats.all_start_micros + stats.all_end_rel_micros)
             for device in metadata.step_stats.dev_stats for stats in device.node_stats}
 
@@ -62,13 +71,6 @@ def live_bytes_per_step(train_op, steps: int = 2) -> List[int]:
     TensorFlow's own count (step stats' tracked allocations): a step that copies a variable's
     buffer, as an update of a slot sharing a kept constant's does, leaves the copy alive.
     """
-    with tf.compat.v1.Session(graph=train_op.graph) as session:
-        session.run([tf.compat.v1.global_variables_initializer(), tf.compat.v1.local_variables_initializer()])
-        live = []
-        for _ in range(steps):
-            metadata = tf.compat.v1.RunMetadata()
-            session.run(train_op, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
-                        run_metadata=metadata)
-            live.append(sum(memory.live_bytes for device in metadata.step_stats.dev_stats
-                            for node in device.node_stats for memory in node.memory))
-    return live
+    return [sum(memory.live_bytes for device in metadata.step_stats.dev_stats
+                for node in device.node_stats for memory in node.memory)
+            for metadata in _traced_steps(train_op, steps)]
