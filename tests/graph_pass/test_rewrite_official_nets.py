@@ -13,6 +13,7 @@ import tf_slim as slim
 import slim_mp
 from graph_checks import float32_math_ops, reachable_ops
 from nets import alexnet, inception, overfeat, resnet_v1, resnet_v2, vgg
+from precision_matrix import alternating_precision_cases
 
 # name -> (network fn, arg scope fn, image size used for build-only checks)
 NETS = {
@@ -33,20 +34,6 @@ PRECISIONS = ["bfloat16", "float16"]
 SLOW_NETS = {"resnet_v1_101"}
 
 
-def _build_only_cases():
-    """Every (net, precision) pair; the default suite checks each net in one precision, taking turns.
-
-    The two precisions' tables differ in reductions, logs and reciprocals (``op_classes``), which
-    every net here has in its loss and batch norm; alternating keeps both precisions and every net
-    in the default suite at half the build time. The other half runs with the slow tests.
-    """
-    cases = []
-    for index, name in enumerate(sorted(NETS)):
-        for precision in PRECISIONS:
-            quick = name not in SLOW_NETS and precision == PRECISIONS[index % len(PRECISIONS)]
-            cases.append(pytest.param(name, precision, marks=() if quick else pytest.mark.slow))
-    return cases
-
 
 def _build(name, images, labels, num_classes=10, is_training=True):
     network_fn, arg_scope_fn, _ = NETS[name]
@@ -63,7 +50,10 @@ def _train_op(loss, learning_rate=0.01):
         return optimizer.minimize(loss)
 
 
-@pytest.mark.parametrize("name, precision", _build_only_cases())
+# Both precisions' tables differ in reductions, logs and reciprocals (``op_classes``), which every
+# net here has in its loss and batch norm: one precision per net, taking turns, keeps both precisions
+# and every net in the default suite; the other precision runs with the slow tests.
+@pytest.mark.parametrize("name, precision", alternating_precision_cases(sorted(NETS), PRECISIONS, SLOW_NETS))
 def test_train_step_has_no_float32_math_and_float32_masters(name, precision):
     size = NETS[name][2]
     graph = tf.Graph()

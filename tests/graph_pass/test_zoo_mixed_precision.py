@@ -1,7 +1,8 @@
 """Every network of the zoo under the graph pass: no float32 conv/matmul left in the train step.
 
-The default suite checks one small member of each family in bfloat16 and float16 and trains the
-smallest ones for a few steps; the full matrix (all networks, both precisions) is marked slow.
+The default suite checks one small member of each family, in bfloat16 or float16 by turns, and
+trains the smallest ones for a few steps in both; the full matrix (all networks, both precisions)
+is marked slow.
 """
 
 import functools
@@ -13,6 +14,7 @@ import tensorflow as tf
 import slim_mp
 from graph_checks import float32_math_ops, reachable_ops
 from nets import nets_factory
+from precision_matrix import alternating_precision_cases
 from reference import load_reference
 
 # Built in the default suite (one small member per family not covered elsewhere; the NASNet
@@ -21,6 +23,7 @@ from reference import load_reference
 TRAINED = {"lenet": 28, "cifarnet": 32, "resnet_v1_18": 32}  # name -> image size
 QUICK = ["mobilenet_v1_025", "mobilenet_v2_035", "mobilenet_v3_small", "mobilenet_edgetpu_075"]
 SLOW_ONLY = sorted(set(nets_factory.network_names()) - set(QUICK) - set(TRAINED))
+PRECISIONS = ["bfloat16", "float16"]
 
 
 def _input_shape(name):
@@ -53,14 +56,15 @@ def _assert_low_precision_train_step(name, optimizer, train_op):
     assert {v.dtype.base_dtype for v in tf.compat.v1.model_variables()} == {tf.float32}
 
 
-@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
-@pytest.mark.parametrize("name", QUICK)
+# One precision per network, taking turns (both precisions stay in the default suite); the other
+# runs with the slow tests.
+@pytest.mark.parametrize("name, precision", alternating_precision_cases(QUICK, PRECISIONS))
 def test_small_networks_train_step_is_low_precision(name, precision):
     _check_network(name, precision)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("name", SLOW_ONLY)
 def test_every_network_train_step_is_low_precision(name, precision):
     _check_network(name, precision)
@@ -95,7 +99,7 @@ def _train_losses(name, precision, steps, size):
             return [session.run([train_op, loss])[1] for _ in range(steps)]
 
 
-@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("name, size", sorted(TRAINED.items()))
 def test_small_networks_learn_in_mixed_precision_like_float32(name, size, precision):
     reference = _float32_losses(name, 8, size)
