@@ -110,19 +110,19 @@ def speed_outlook(support: PrecisionSupport) -> str:
     """What the measured placement can make of ``support``'s precision, and so what speed to expect from it.
 
     A pure function of the support verdict, so the explanation for both kinds of device can be checked
-    anywhere. Native: each conv/matmul op runs low where that is faster at its shape, so the gain
-    depends on the sizes (small images often gain little on a CPU). Emulated: low precision is
-    slower than float32 for most ops, so the placement keeps them float32 and mixed precision runs
-    at about float32's speed, which is the right outcome, not a fault.
+    anywhere; it leaves the verdict's reason to ``PrecisionSupport.describe``, printed beside it.
+    Native: each conv/matmul op runs low where that is faster at its shape, so the gain depends on
+    the sizes (small images often gain little on a CPU). Emulated: low precision is slower than
+    float32 for most ops, so the placement keeps them float32 and mixed precision runs at about
+    float32's speed, which is the right outcome, not a fault.
     """
     if support.native:
         return (f"{support.precision} is native here, so the measured placement runs each conv/matmul op in "
                 f"{support.precision} where it times faster at that op's shape and keeps it float32 where not; "
                 "the gain grows with the work per op (larger images, wider layers).")
-    return (f"{support.precision} is emulated here ({support.reason.removeprefix('emulated: ')}), so its "
-            "conv/matmul ops are mostly slower than float32; the measured placement keeps those float32, and "
-            "mixed precision then runs at about float32's speed (a speed-up near or below 1x is this CPU, not "
-            "the pass).")
+    return (f"{support.precision} is emulated here, so its conv/matmul ops are mostly slower than float32; "
+            "the measured placement keeps those float32, and mixed precision then runs at about float32's "
+            "speed (a speed-up near or below 1x is this CPU, not the pass).")
 
 
 def native_precisions(device: DeviceInfo) -> List[str]:
