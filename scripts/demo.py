@@ -280,8 +280,8 @@ def placement_line(precision: str, comparison: SpeedComparison) -> str:
 
 
 def below_one_reason(precision: str, comparison: SpeedComparison, native: bool) -> Optional[str]:
-    """Why ``comparison``'s speed-up is below 1x, or None when it is not."""
-    if comparison.speedup >= 1.0:
+    """Why ``comparison``'s speed-up is below 1x as printed (two decimals), or None when it is not."""
+    if round(comparison.speedup, 2) >= 1.0:
         return None
     if comparison.low_ops == 0:
         return (f"below 1x although the placement kept every op float32 ({precision} timed slower), "

@@ -77,6 +77,8 @@ def test_a_speed_up_below_1x_always_comes_with_its_reason(demo, native):
     assert "0.96x" in line and "below 1x" in line
     assert ("emulated" in line) == (not native)
     assert "below 1x" not in demo.speed_line("bfloat16", comparison(demo, 0.052, 0.050), native)
+    rounds_to_one = demo.speed_line("bfloat16", comparison(demo, 0.0500, 0.0502), native)  # 0.996x
+    assert "1.00x" in rounds_to_one and "below 1x" not in rounds_to_one
     all_float32 = demo.speed_line("bfloat16", comparison(demo, 0.050, 0.052, low_ops=0, float32_ops=5), native)
     assert "below 1x" in all_float32 and "kept every op float32" in all_float32
 
