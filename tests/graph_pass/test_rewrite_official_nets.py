@@ -34,7 +34,6 @@ PRECISIONS = ["bfloat16", "float16"]
 SLOW_NETS = {"resnet_v1_101"}
 
 
-
 def _build(name, images, labels, num_classes=10, is_training=True):
     network_fn, arg_scope_fn, _ = NETS[name]
     with slim.arg_scope(arg_scope_fn()):
