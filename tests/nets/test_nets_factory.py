@@ -3,29 +3,15 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from reference import assert_factory_build_is_official, load_reference
+from reference import assert_factory_build_is_official, load_reference, network_params
 
 from nets import nets_factory, resnet_v1, resnet_v2, vgg
 
 REFERENCE = load_reference()
-# Graph construction slows down with the variable count (tf_keras checks every new
-# variable against all existing ones); the largest nets take tens of seconds each. Above 500:
-# the 101-layer ResNets (the 50-layer ones with a deeper block3 are checked by default),
-# inception_v4 and larger nets.
-SLOW_ABOVE_MODEL_VARIABLES = 500
 BASIC_RESNETS = {"resnet_v1_18", "resnet_v1_34"}
 
 
-def _reference_names() -> list:
-    return [
-        pytest.param(name, marks=pytest.mark.slow)
-        if REFERENCE[name]["num_model_variables"] > SLOW_ABOVE_MODEL_VARIABLES
-        else name
-        for name in sorted(REFERENCE)
-    ]
-
-
-@pytest.mark.parametrize("name", _reference_names())
+@pytest.mark.parametrize("name", network_params(sorted(REFERENCE)))
 def test_factory_builds_the_official_variables_end_points_and_logits(name):
     assert_factory_build_is_official(name, extra_end_points=None)  # each family's test pins its extras
     network_fn = nets_factory.get_network_fn(name, REFERENCE[name]["num_classes"], is_training=True)

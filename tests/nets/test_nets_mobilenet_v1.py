@@ -9,7 +9,7 @@ import tf_slim as slim
 from nets import mobilenet_v1 as mobilenet_v1_module
 from nets.mobilenet_v1 import mobilenet_v1_arg_scope, mobilenet_v1_base
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
-from reference import assert_module_builds_official_outputs, load_reference
+from reference import assert_module_builds_official_outputs, load_reference, network_params
 
 NAMES = ["mobilenet_v1", "mobilenet_v1_075", "mobilenet_v1_050", "mobilenet_v1_025"]
 
@@ -18,7 +18,7 @@ def _builder(name: str) -> Build:
     return builder(getattr(mobilenet_v1_module, name), lambda: mobilenet_v1_arg_scope(is_training=True))
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", network_params(NAMES))
 def test_variables_and_end_points_match_official(name: str) -> None:
     assert_module_builds_official_outputs(name, getattr(mobilenet_v1_module, name), mobilenet_v1_arg_scope)
 

@@ -10,7 +10,7 @@ import tf_slim as slim
 from nets.mobilenet import conv_blocks, mobilenet_v2, mobilenet_v3
 from nets.mobilenet import mobilenet as lib
 from nets_checks import Build, assert_forward_pass_gives_softmax, builder
-from reference import assert_module_builds_official_outputs, load_reference
+from reference import assert_module_builds_official_outputs, load_reference, network_params
 
 # Factory name -> (network function, arg scope function) of the official modules.
 NETWORKS = {
@@ -56,7 +56,7 @@ def _output_depths(name: str) -> Dict[str, int]:
     }
 
 
-@pytest.mark.parametrize("name", sorted(NETWORKS))
+@pytest.mark.parametrize("name", network_params(sorted(NETWORKS)))
 def test_variables_end_points_and_logits_match_official_layout(name: str) -> None:
     assert_module_builds_official_outputs(name, *NETWORKS[name])
 

@@ -41,7 +41,7 @@ def _run_forward(build, images: np.ndarray, **kwargs) -> tuple:
 
 # Every NASNet has over 900 model variables, and tf_keras checks each new variable against all
 # existing ones, so even the mobile nets take ~30 s each to build on 2 cores: their official layouts
-# are checked with the slow tests (like the factory test's networks above 700 variables). The
+# are checked with the slow tests (like every network above reference.SLOW_ABOVE_MODEL_VARIABLES). The
 # default suite builds the same cells, stems and heads with few cells and filters (TINY_* configs).
 
 

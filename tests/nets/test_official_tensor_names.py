@@ -17,16 +17,12 @@ import os
 
 import pytest
 import tensorflow as tf
-from reference import load_reference
+from reference import load_reference, network_params
 
 from nets import nets_factory
 
 TENSOR_NAMES_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                  "data", "official_tensor_names.json.gz")
-# The same cut as the factory's variable test: graph construction slows with the variable count,
-# and the nets above it (101+ layer ResNets, Inception-v4, Inception-ResNet-v2, NASNets, PNASNets)
-# take 7 to 30 s of CPU each to build.
-SLOW_ABOVE_MODEL_VARIABLES = 500
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,16 +30,6 @@ def load_tensor_names() -> dict:
     """The official tensor names, keyed by network name."""
     with gzip.open(TENSOR_NAMES_PATH, "rt", encoding="utf-8") as handle:
         return json.load(handle)
-
-
-def _network_names() -> list:
-    variables = load_reference()
-    return [
-        pytest.param(name, marks=pytest.mark.slow)
-        if variables[name]["num_model_variables"] > SLOW_ABOVE_MODEL_VARIABLES
-        else name
-        for name in sorted(load_tensor_names())
-    ]
 
 
 def _eval_build_names(name: str, input_shape: list) -> tuple:
@@ -65,7 +51,8 @@ def test_the_table_covers_every_official_network_and_its_end_points():
         assert entry["logits"] == variables[name]["logits_name"], name
 
 
-@pytest.mark.parametrize("name", _network_names())
+# The factory's cut (``reference.network_params``): the large networks and the width variants run with the slow tests.
+@pytest.mark.parametrize("name", network_params(sorted(load_tensor_names())))
 def test_end_points_and_logits_have_the_official_tensor_names(name):
     official = load_tensor_names()[name]
     logits_name, built = _eval_build_names(name, load_reference()[name]["input_shape"])

@@ -11,7 +11,8 @@ test for every name, each family's test for its own), so ``factory_build`` build
 per test session and keeps only what the checks compare (no graph). The pytest-xdist workers of one
 session run different files, so the result also goes to a JSON file in the session's folder
 ``$SLIM_MP_TEST_BUILDS_DIR`` (set by the conftest before the workers start): the first worker to
-need a name builds it under a file lock, the other reads it.
+need a name builds it under a file lock, the other reads it. ``network_params`` says which names'
+builds the default suite makes and which wait for the slow tests.
 """
 
 import dataclasses
@@ -23,6 +24,7 @@ import os
 import tempfile
 from typing import Callable, Dict, List, Optional, Sequence
 
+import pytest
 import tensorflow as tf
 
 from nets import nets_factory
@@ -32,6 +34,22 @@ TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE_PATH = os.path.join(TESTS_DIR, "data", "official_slim_variables.json.gz")
 
 BuildFn = Callable[[tf.Tensor, int], object]
+# Graph construction slows with the variable count (tf_keras checks every new variable against all
+# existing ones), and the networks above this many model variables (101+ layer ResNets,
+# Inception-v4, Inception-ResNet-v2, NASNets, PNASNets) take 7 to 30 s of CPU each to build: their
+# per-network builds run with the slow tests.
+SLOW_ABOVE_MODEL_VARIABLES = 500
+# Width variants whose per-network builds run with the slow tests: each is the builder of a network
+# built by default (the value) at another depth multiplier, so a default build already runs its code;
+# tests/nets/test_nets_mobilenet_v2_v3.py also checks the MobileNet v2 and EdgeTPU variants' depths
+# against the depth rule without building them. The smallest v1 (0.25) stays in the default builds
+# for its min-depth rounding.
+SLOW_WIDTH_VARIANTS = {
+    "mobilenet_v1_050": "mobilenet_v1_025",
+    "mobilenet_v1_075": "mobilenet_v1",
+    "mobilenet_v2_140": "mobilenet_v2",
+    "mobilenet_edgetpu_075": "mobilenet_edgetpu",
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,6 +57,16 @@ def load_reference() -> dict:
     """Return the whole table, keyed by network name."""
     with gzip.open(REFERENCE_PATH, "rt", encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def network_params(names: Sequence[str]) -> list:
+    """``names`` as pytest parameters of per-network builds, the large networks and the width variants slow."""
+    return [
+        pytest.param(name, marks=pytest.mark.slow)
+        if load_reference()[name]["num_model_variables"] > SLOW_ABOVE_MODEL_VARIABLES or name in SLOW_WIDTH_VARIANTS
+        else name
+        for name in names
+    ]
 
 
 def _layout(variables) -> list:
