@@ -43,7 +43,8 @@ def assert_same_run(first: tuple, second: tuple, steps: int) -> None:
     assert not differing, differing
 
 
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+# float32 is also the precision of the distorted-input run below, so by default LeNet repeats in bfloat16.
+@pytest.mark.parametrize("precision", [pytest.param("float32", marks=pytest.mark.slow), "bfloat16"])
 def test_lenet_with_a_seed_repeats_every_loss_and_weight(tmp_path, precision):
     first, second = train_twice(str(tmp_path), *LENET, f"--precision={precision}", "--max_number_of_steps=4")
     assert_same_run(first, second, steps=4)
