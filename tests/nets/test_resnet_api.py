@@ -101,7 +101,8 @@ def test_logits_equal_tf_slim_definition(ours, theirs, scope):
 
 
 # resnet_v1_50 also trains by default, from an fp32 checkpoint, in tests/graph_pass/test_rewrite_official_nets.py.
-@pytest.mark.parametrize("network", [pytest.param(resnet_v1.resnet_v1_50, marks=pytest.mark.slow), resnet_v2.resnet_v2_50])
+@pytest.mark.parametrize("network", [pytest.param(resnet_v1.resnet_v1_50, marks=pytest.mark.slow),
+                                     resnet_v2.resnet_v2_50])
 def test_training_forward_pass_is_finite(network):
     with tf.Graph().as_default():
         images = tf.compat.v1.placeholder(tf.float32, [2, 64, 64, 3])
