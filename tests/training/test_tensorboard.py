@@ -12,6 +12,7 @@ from script_runs import EVAL_SCRIPT, LENET_ARGS, TRAIN_SCRIPT, check_ok, run_scr
 from slim_mp.datasets import get_dataset
 from slim_mp.datasets.fashion_mnist import load_bundled
 from slim_mp.training.input_pipeline import InputOptions, make_fed_iterator, make_iterator
+from slim_mp.training.train_graph import _finite_values
 
 tf1 = tf.compat.v1
 STEPS = 12
@@ -85,6 +86,14 @@ def test_official_summaries_and_mixed_precision_scalars_are_written(bfloat16_run
     assert 0.0 < fraction <= 1.0
     steps = [step for step, _ in tags["summaries/total_loss"]]
     assert steps[-1] == STEPS and steps == sorted(steps)
+
+
+def test_histograms_summarise_the_finite_values_in_their_order():
+    """An overflowing activation must not fail the summary step: its histogram takes the finite values only."""
+    values = np.array([[1.5, np.inf], [np.nan, -2.0], [-np.inf, 3.0]], np.float32)
+    with tf.Graph().as_default(), tf1.Session() as session:
+        kept = session.run(_finite_values(tf.constant(values)))
+    np.testing.assert_array_equal(kept, values[np.isfinite(values)])
 
 
 def test_histogram_flag_off_keeps_the_scalars_only(tmp_path):
