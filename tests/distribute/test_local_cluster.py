@@ -23,7 +23,7 @@ CLUSTER_TIMEOUT_S = 240
 TRAIN_SCRIPT = os.path.join(REPO_ROOT, "scripts", "train_image_classifier.py")
 PS_SCRIPT = os.path.join(REPO_ROOT, "scripts", "parameter_server.py")
 CLUSTER_ARGS = (
-    "--dataset_name=fashion_mnist", "--model_name=lenet", "--batch_size=16", "--optimizer=sgd",
+    "--dataset_name=fashion_mnist", "--model_name=lenet", "--batch_size=4", "--optimizer=sgd",
     "--learning_rate=0.01", "--learning_rate_decay_type=fixed", "--num_preprocessing_threads=1", "--seed=0",
     "--log_every_n_steps=1",
 )
