@@ -24,7 +24,7 @@ from slim_mp.datasets import OFFICIAL_DATASETS, get_dataset
 from slim_mp.config_fields import option
 from slim_mp.export.low_precision_weights import fold_weight_casts
 from slim_mp.graph_pass import RewriteReport, rewrite
-from slim_mp.training import PrecisionOptions, check_model_name, input_size
+from slim_mp.training import PrecisionOptions, check_model_name, input_size, reachable_graph_def
 
 tf1 = tf.compat.v1
 
@@ -199,7 +199,7 @@ def freeze_graph(built: InferenceGraph, checkpoint: str, model_name: str) -> tf1
         frozen = tf1.graph_util.convert_variables_to_constants(
             session, built.graph.as_graph_def(), list(OUTPUT_NAMES)
         )
-    return tf1.graph_util.extract_sub_graph(fold_weight_casts(frozen), list(OUTPUT_NAMES))
+    return reachable_graph_def(fold_weight_casts(frozen), OUTPUT_NAMES)
 
 
 def check_writable_file(path: str, flag: str) -> None:

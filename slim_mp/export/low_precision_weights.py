@@ -37,7 +37,7 @@ def fold_weight_casts(graph_def: tf1.GraphDef) -> tf1.GraphDef:
     """Return a copy of frozen ``graph_def`` where each low-precision cast of a float32 constant is a constant.
 
     The new constant keeps the cast's name, so its consumers need no change; float32 constants
-    nothing else reads any more should be pruned afterwards (``tf1.graph_util.extract_sub_graph``).
+    nothing else reads any more should be pruned afterwards (``slim_mp.training.reachable_graph_def``).
     """
     nodes = {node.name: node for node in graph_def.node}
     folded = tf1.GraphDef()

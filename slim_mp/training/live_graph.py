@@ -9,7 +9,7 @@ initializers, savers, summaries, readiness checks), is kept with all it reads, s
 imports, restores and trains on.
 """
 
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import tensorflow as tf
 
@@ -33,7 +33,35 @@ def live_graph_def(graph: tf.Graph, reports: Sequence[RewriteReport]) -> tf1.Gra
     consumed = {tensor.op.name for op in operations for tensor in op.inputs}
     consumed.update(control.name for op in operations for control in op.control_inputs)
     sinks = [op.name for op in operations if op.name not in consumed and op.name not in replaced]
-    return tf1.graph_util.extract_sub_graph(graph.as_graph_def(add_shapes=True), sinks)
+    return reachable_graph_def(graph.as_graph_def(add_shapes=True), sinks)
+
+
+def _node_name(input_name: str) -> str:
+    """The node an input string of a NodeDef names: ``^ctrl`` (control), ``name:1`` (output 1) or ``name``."""
+    return input_name.lstrip("^").split(":")[0]
+
+
+def reachable_graph_def(graph_def: tf1.GraphDef, sinks: Iterable[str]) -> tf1.GraphDef:
+    """The nodes of ``graph_def`` that ``sinks`` reach through data and control inputs, in their order.
+
+    What ``tf.compat.v1.graph_util.extract_sub_graph`` returns (the function library and versions
+    kept), without its deprecation warning on the user's screen.
+
+    Raises:
+      KeyError: a sink or an input names a node ``graph_def`` does not hold.
+    """
+    nodes = {node.name: node for node in graph_def.node}
+    kept, pending = set(), list(sinks)
+    while pending:
+        name = pending.pop()
+        if name not in kept:
+            kept.add(name)
+            pending.extend(_node_name(input_name) for input_name in nodes[name].input)
+    reached = tf1.GraphDef()
+    reached.versions.CopyFrom(graph_def.versions)
+    reached.library.CopyFrom(graph_def.library)
+    reached.node.extend(node for node in graph_def.node if node.name in kept)
+    return reached
 
 
 class LiveGraphSaver(tf1.train.Saver):

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from slim_mp.datasets.fashion_mnist import load_bundled
 from slim_mp.graph_pass.rewrite import rewrite
-from slim_mp.training.live_graph import live_graph_def
+from slim_mp.training.live_graph import live_graph_def, reachable_graph_def
 from slim_mp.training.loop import train
 from slim_mp.training.precision_flags import PrecisionOptions
 from train_configs import lenet_config
@@ -83,3 +83,24 @@ def test_live_graph_drops_only_the_replaced_originals_and_what_only_they_read():
     assert "conv" not in names and "conv_bf16" in names
     assert {"loss_bf16", "unread_sink", "kernel", "images"} <= names  # the reduction runs in bfloat16 too
     assert {node.name for node in live_graph_def(graph, []).node} == {op.name for op in graph.get_operations()}
+
+
+def test_reachable_nodes_are_what_tensorflows_extract_sub_graph_keeps():
+    """The oracle: TensorFlow's own (deprecated) ``extract_sub_graph``, on control inputs, a second output and a function."""
+
+    @tf.function
+    def double(tensor):
+        return 2.0 * tensor
+
+    with tf.Graph().as_default() as graph:
+        values = tf1.placeholder(tf.float32, [4], name="values")
+        top, indices = tf.math.top_k(values, 2, name="top")  # "top:1" is read below
+        with tf.control_dependencies([tf.no_op(name="first")]):
+            total = tf.add(top, tf.cast(indices, tf.float32), name="total")
+        sinks = [double(total).op.name]
+        tf.identity(values, name="unreached")
+    graph_def = graph.as_graph_def()
+    reached = reachable_graph_def(graph_def, sinks)
+    assert reached == tf1.graph_util.extract_sub_graph(graph_def, sinks)
+    names = {node.name for node in reached.node}
+    assert "first" in names and "unreached" not in names and len(reached.library.function) == 1
