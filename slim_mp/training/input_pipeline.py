@@ -113,7 +113,10 @@ def make_dataset(spec: DatasetSpec, preprocess: PreprocessFn, options: InputOpti
     if options.is_training:
         buffer = min(spec.num_samples, max(SHUFFLE_BUFFER_IMAGES, 4 * options.batch_size))
         dataset = dataset.shuffle(buffer, seed=options.seed, reshuffle_each_iteration=True).repeat()
-    dataset = dataset.map(prepare, num_parallel_calls=preprocessing_calls(options), deterministic=True)
+    # TF-Slim's preprocessing is graph code without Python control flow on tensors: autograph would
+    # rewrite it into the same ops, after parsing its source (0.1-0.4 s per process).
+    dataset = dataset.map(tf.autograph.experimental.do_not_convert(prepare),
+                          num_parallel_calls=preprocessing_calls(options), deterministic=True)
     dataset = dataset.batch(options.batch_size, drop_remainder=options.is_training)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
