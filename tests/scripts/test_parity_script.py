@@ -27,7 +27,7 @@ def parity_run(tmp_path_factory):
     process = check_ok(run_script(
         PARITY_SCRIPT, "--model_name=lenet", "--dataset_name=fashion_mnist", "--precision=bfloat16",
         f"--steps={STEPS}", f"--seeds={','.join(map(str, SEEDS))}", f"--output_dir={output_dir}",
-        "--batch_size=32", "--learning_rate=0.01", f"--log_every_n_steps={LOG_EVERY}",
+        "--batch_size=8", "--learning_rate=0.01", f"--log_every_n_steps={LOG_EVERY}",
     ))
     with open(os.path.join(output_dir, "parity.json"), encoding="utf-8") as handle:
         return output_dir, json.load(handle), process.stdout
