@@ -15,7 +15,7 @@ from slim_mp.training.input_pipeline import InputOptions, make_fed_iterator, mak
 from slim_mp.training.train_graph import _finite_values
 
 tf1 = tf.compat.v1
-STEPS = 12
+STEPS = 4
 TRAIN_IMAGES, _ = load_bundled("train")
 LENET_END_POINTS = ("conv1", "pool1", "conv2", "pool2", "fc3", "Logits")
 LENET_VARIABLES = ("LeNet/conv1/weights", "LeNet/conv2/biases", "LeNet/fc4/weights")
