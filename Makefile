@@ -10,7 +10,10 @@ PYTEST_ARGS ?=
 # Two workers, each given whole files, so a module's expensive fixture is built once.
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile
-# Tests that read executed graphs run again with oneDNN flipped (see pytest.ini, `executed_ops`).
+# Tests that read executed graphs run again with oneDNN flipped (see pytest.ini, `executed_ops`), from
+# the files that mark them (tests/test_executed_ops_marker.py keeps every mark in its test's own file),
+# so the second call imports those files only.
+FLIPPED_FILES = $(shell grep -rl --include='test_*.py' 'mark\.executed_ops' tests)
 RUN_FLIPPED = flipped=$$($(PY) tests/support/onednn_flipped.py 2>/dev/null) \
 	|| { echo "error: tests/support/onednn_flipped.py could not import TensorFlow; run it to see why" >&2; exit 1; }; \
 	echo "again with oneDNN flipped: TF_ENABLE_ONEDNN_OPTS=$$flipped"; \
@@ -32,11 +35,11 @@ install: $(VENV)/.installed
 
 test: install
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not slow" $(PYTEST_ARGS) tests
-	$(RUN_FLIPPED) -m "executed_ops and not slow" $(PYTEST_ARGS) tests
+	$(RUN_FLIPPED) -m "executed_ops and not slow" $(PYTEST_ARGS) $(FLIPPED_FILES)
 
 test-slow: install
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m slow $(PYTEST_ARGS) tests
-	$(RUN_FLIPPED) -m "executed_ops and slow" $(PYTEST_ARGS) tests
+	$(RUN_FLIPPED) -m "executed_ops and slow" $(PYTEST_ARGS) $(FLIPPED_FILES)
 
 demo: install
 	$(PY) scripts/demo.py
