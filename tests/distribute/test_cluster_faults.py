@@ -39,11 +39,12 @@ def wait_for_exit(cluster, job_tasks, run, seconds):
 
 
 @pytest.mark.slow
-def test_a_lost_parameter_server_stops_the_workers_promptly_and_a_restart_resumes(tmp_path):
+def test_a_lost_parameter_server_stops_the_workers_promptly_and_a_restart_resumes(tmp_path, task_command):
     train_dir = str(tmp_path / "train")
     steps = 20
     cluster, run = start_cluster(
-        train_dir, ["--precision=bfloat16", f"--max_number_of_steps={steps}", "--save_interval_secs=1", *SYNC_ARGS],
+        task_command, train_dir,
+        ["--precision=bfloat16", f"--max_number_of_steps={steps}", "--save_interval_secs=1", *SYNC_ARGS],
         worker_args={},
     )
     deadline = time.monotonic() + CLUSTER_TIMEOUT_S
@@ -118,13 +119,13 @@ def test_sigterm_to_the_launcher_saves_the_chief_first_and_reports_every_task(tm
 
 
 @pytest.mark.slow
-def test_a_restarted_chief_resynchronises_a_synchronous_job_which_then_finishes(tmp_path):
+def test_a_restarted_chief_resynchronises_a_synchronous_job_which_then_finishes(tmp_path, task_command):
     """float16 with dynamic scaling, where a chief killed mid-aggregation most often left the job stalled."""
     train_dir = str(tmp_path / "train")
     steps = 24
     cluster, run = start_cluster(
-        train_dir, ["--precision=float16", f"--max_number_of_steps={steps}", "--save_interval_secs=1",
-                    *DYNAMIC_ARGS, *SYNC_ARGS],
+        task_command, train_dir, ["--precision=float16", f"--max_number_of_steps={steps}", "--save_interval_secs=1",
+                                  *DYNAMIC_ARGS, *SYNC_ARGS],
         worker_args={},
     )
     deadline = time.monotonic() + CLUSTER_TIMEOUT_S

@@ -3,20 +3,20 @@
 Synchronous runs must show every worker the same loss scale and skip count at every step, skip a
 step for all when one worker's gradients overflow, and survive a worker that is killed and
 restarted. Every run is bounded by ``CLUSTER_TIMEOUT_S``: a hung cluster fails the test. The tasks
-are forked from a preloaded interpreter (``script_runs.preloaded_tasks``), each still its own process.
+are forked from a preloaded interpreter (the ``task_command`` fixture of ``conftest.py``), each still its own process.
 """
 
 import dataclasses
 import os
 import re
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from script_runs import REPO_ROOT, preloaded_tasks, script_env
+from script_runs import REPO_ROOT, script_env
 from slim_mp.distribute.local_cluster import LocalCluster
 
 CLUSTER_TIMEOUT_S = 240
@@ -50,13 +50,6 @@ class ClusterRun:
 
     def text(self) -> str:
         return "\n".join(self.lines[-80:])
-
-
-@pytest.fixture(scope="module")
-def task_command() -> Iterator[Callable[..., List[str]]]:
-    """The command line of a cluster task, forked from this file's preloaded server."""
-    with preloaded_tasks() as command:
-        yield command
 
 
 def start_cluster(task_command: Callable[..., List[str]], train_dir: str, args: Sequence[str],
