@@ -3,10 +3,12 @@
 import json
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
-from script_runs import run_script
+from script_runs import finish_or_show_stacks, run_script, script_env
 
 SCRIPT = """
 import json, os, signal, sys
@@ -49,3 +51,18 @@ def test_exit_status_is_the_scripts_own(script, mode, returncode):
     assert process.returncode == returncode, process.stderr
     assert '"argv"' in process.stdout
     assert ("Traceback" in process.stderr and "RuntimeError: uncaught" in process.stderr) == (mode == "raise")
+
+
+def test_a_script_that_does_not_finish_fails_with_the_stack_of_each_thread():
+    waiter = ("import threading, time\n"
+              "def wait_in_a_thread():\n    time.sleep(60)\n"
+              "threading.Thread(target=wait_in_a_thread, daemon=True).start()\n"
+              "print('waiting', flush=True)\n"
+              "time.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-c", waiter], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=script_env())
+    assert process.stdout.readline() == "waiting\n"  # both threads are waiting from here on
+    with pytest.raises(AssertionError, match="still ran after 1 s") as failure:
+        finish_or_show_stacks(process, 1)
+    assert "in wait_in_a_thread" in str(failure.value) and "in <module>" in str(failure.value)
+    assert process.returncode == -signal.SIGABRT

@@ -48,7 +48,7 @@ def test_sigterm_during_slim_training_saves_the_current_step(tmp_path, write_off
                 last_printed = int(progress.group(2))
                 process.send_signal(signal.SIGTERM)
                 break
-        stdout, stderr = process.communicate(timeout=script_runs.TIMEOUT_S)
+        stdout, stderr = script_runs.finish_or_show_stacks(process, script_runs.TIMEOUT_S)
     finally:
         if process.poll() is None:
             process.kill()

@@ -16,7 +16,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from script_runs import REPO_ROOT, script_env
+from script_runs import REPO_ROOT, finish_or_show_stacks, script_env
 from test_local_cluster import (
     CLUSTER_ARGS, CLUSTER_TIMEOUT_S, DYNAMIC_ARGS, LINE, SYNC_ARGS, start_cluster, wait_for_line,
 )
@@ -95,7 +95,7 @@ def test_sigterm_to_the_launcher_saves_the_chief_first_and_reports_every_task(tm
             if line.startswith("[worker 0] step=3 "):
                 process.send_signal(signal.SIGTERM)
                 break
-        stdout, stderr = process.communicate(timeout=CLUSTER_TIMEOUT_S)
+        stdout, stderr = finish_or_show_stacks(process, CLUSTER_TIMEOUT_S)
     finally:
         watchdog.cancel()
         if process.poll() is None:

@@ -19,6 +19,7 @@ from script_runs import (
     check_ok,
     checkpoint_tensor,
     evaluated_lenet,
+    finish_or_show_stacks,
     progress_lines,
     run_script,
     script_env,
@@ -126,7 +127,7 @@ def test_ctrl_c_saves_a_checkpoint_at_the_current_step(tmp_path):
             if line.startswith("step=3 "):
                 process.send_signal(signal.SIGINT)
                 break
-        _, stderr = process.communicate(timeout=120)
+        _, stderr = finish_or_show_stacks(process, 120)
     finally:
         if process.poll() is None:
             process.kill()

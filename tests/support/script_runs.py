@@ -36,7 +36,29 @@ PROGRESS_LINE = re.compile(
 
 
 def script_env() -> Dict[str, str]:
-    return dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    """The environment scripts run in: this checkout first on the path, TensorFlow's C++ INFO lines off, and
+    ``faulthandler`` on, so a SIGABRT makes the script print each thread's stack (``finish_or_show_stacks``)."""
+    return dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", PYTHONFAULTHANDLER="1")
+
+
+def finish_or_show_stacks(process: subprocess.Popen, timeout_s: float) -> tuple:
+    """``process.communicate(timeout=timeout_s)``; a process still running then fails the test with its stacks.
+
+    A script started with ``script_env()`` answers the SIGABRT sent at the timeout by printing the
+    Python stack of each of its threads to its stderr before it dies, so a hang reads as where it
+    hung, not only as a timeout.
+    """
+    try:
+        return process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        try:
+            _, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+        raise AssertionError(f"{' '.join(map(str, process.args[1:3]))} still ran after {timeout_s} s; the stacks "
+                             f"of its threads (faulthandler):\n{stderr[-8000:]}") from None
 
 
 def sigint_as_in_a_terminal() -> None:

@@ -16,7 +16,8 @@ import pytest
 import tensorflow as tf
 
 from script_runs import (
-    EVAL_SCRIPT, LENET_ARGS, TRAIN_SCRIPT, check_bad_input, check_ok, checkpoint_tensor, run_script, script_env,
+    EVAL_SCRIPT, LENET_ARGS, TRAIN_SCRIPT, check_bad_input, check_ok, checkpoint_tensor, finish_or_show_stacks,
+    run_script, script_env,
 )
 from slim_mp.training.checkpoint_save import atomic_save
 from slim_mp.training.checkpoint_state import TEMP_DIR_PREFIX, latest_checkpoint_note
@@ -135,7 +136,7 @@ def test_training_stops_with_one_line_when_the_disk_fills_and_resumes_once_space
             assert time.monotonic() < deadline and process.poll() is None, "no first checkpoint"
             time.sleep(0.2)
         fill(small_disk)
-        _, stderr = process.communicate(timeout=120)
+        _, stderr = finish_or_show_stacks(process, 120)
     finally:
         if process.poll() is None:
             process.kill()

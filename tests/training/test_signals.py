@@ -5,7 +5,7 @@ import signal
 import subprocess
 import sys
 
-from script_runs import LENET_ARGS, TRAIN_SCRIPT, checkpoint_tensor, script_env
+from script_runs import LENET_ARGS, TRAIN_SCRIPT, checkpoint_tensor, finish_or_show_stacks, script_env
 
 TERMINATED_LINE = re.compile(
     r"^error: terminated by SIGTERM at step (\d+); saved (\S+); rerun the same command to resume$"
@@ -26,7 +26,7 @@ def test_sigterm_saves_the_current_step_and_exits_143(tmp_path):
                 if last_printed == 3:
                     process.send_signal(signal.SIGTERM)
                     break
-        _, stderr = process.communicate(timeout=120)
+        _, stderr = finish_or_show_stacks(process, 120)
     finally:
         if process.poll() is None:
             process.kill()
