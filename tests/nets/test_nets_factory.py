@@ -68,22 +68,22 @@ FLOAT32_RELATIVE_TOLERANCE = 1e-5
 def test_weight_decay_reaches_the_arg_scope():
     weight_decay = 4e-4
     with tf.Graph().as_default():
-        images = tf.compat.v1.placeholder(tf.float32, [1, 224, 224, 3])
-        nets_factory.get_network_fn("alexnet_v2", 10, weight_decay=weight_decay)(images)
+        images = tf.compat.v1.placeholder(tf.float32, [1, 28, 28, 1])
+        nets_factory.get_network_fn("lenet", 10, weight_decay=weight_decay)(images)
         losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
         weights = [v for v in tf.compat.v1.trainable_variables() if v.op.name.endswith("weights")]
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             total_loss, weight_values = session.run([tf.add_n(losses), weights])
-    assert len(losses) == len(weights) == 8
+    assert len(losses) == len(weights) == 4  # conv1, conv2, fc3, fc4: every weight of LeNet's arg scope
     expected = weight_decay * sum(float(np.sum(np.square(w, dtype=np.float64))) for w in weight_values) / 2.0
     np.testing.assert_allclose(total_loss, expected, rtol=FLOAT32_RELATIVE_TOLERANCE)
 
 
 def test_zero_weight_decay_adds_no_regularization():
     with tf.Graph().as_default():
-        images = tf.compat.v1.placeholder(tf.float32, [1, 224, 224, 3])
-        nets_factory.get_network_fn("alexnet_v2", 10)(images)
+        images = tf.compat.v1.placeholder(tf.float32, [1, 28, 28, 1])
+        nets_factory.get_network_fn("lenet", 10)(images)
         assert not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
 
 
