@@ -16,7 +16,7 @@
   test module has to import ``slim_mp`` only for its side effect; the pytest-xdist controller,
   which runs no test, does not import TensorFlow at all.
 - A session folder for what several test processes would otherwise build each
-  (``$SLIM_MP_TEST_BUILDS_DIR``, see ``reference.factory_build``).
+  (``$SLIM_MP_TEST_BUILDS_DIR``, see ``session_builds``).
 - ``--cpu-report=N`` prints the N tests and N files that cost the most CPU (``cpu_report``).
 """
 

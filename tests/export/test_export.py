@@ -58,8 +58,8 @@ np.savez(output_path, forbidden=np.array(forbidden, dtype=str), **results)
 
 
 @pytest.fixture(scope="module")
-def lenet_dir(tmp_path_factory):
-    return trained_lenet(str(tmp_path_factory.mktemp("export_runs"))).train_dir
+def lenet_dir():
+    return trained_lenet().train_dir
 
 
 @pytest.fixture(scope="module")

@@ -85,7 +85,7 @@ def run_frozen(path: str, images: np.ndarray) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_freeze_graph_freezes_the_exported_graph_and_matches_the_checkpoint(precision, tmp_path_factory):
-    train_dir = trained_lenet(str(tmp_path_factory.mktemp("freeze_runs"))).train_dir
+    train_dir = trained_lenet().train_dir
     checkpoint = tf.train.latest_checkpoint(train_dir)
     folder = tmp_path_factory.mktemp(f"freeze_{precision}")
     graph_path, frozen_path = str(folder / "lenet_graph.pb"), str(folder / "frozen.pb")

@@ -18,19 +18,14 @@ LOSS_RTOL = 1e-3
 
 
 @pytest.fixture(scope="module")
-def runs_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("eval_runs"))
+def lenet_dir():
+    return trained_lenet().train_dir
 
 
 @pytest.fixture(scope="module")
-def lenet_dir(runs_dir):
-    return trained_lenet(runs_dir).train_dir
-
-
-@pytest.fixture(scope="module")
-def float32_metrics(runs_dir):
+def float32_metrics():
     """The float32 evaluation of ``lenet_dir`` at a batch size (300) that does not divide the 2000 test images."""
-    evaluated = evaluated_lenet(runs_dir)
+    evaluated = evaluated_lenet()
     assert f"accuracy={evaluated.metrics['accuracy']:.4f}" in evaluated.stdout
     return evaluated.metrics
 

@@ -30,11 +30,6 @@ from script_runs import (
 CHANCE = 0.1  # ten classes
 
 
-@pytest.fixture(scope="module")
-def runs_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("train_runs"))
-
-
 def evaluate(train_dir: str, eval_dir: str, precision: str) -> dict:
     check_ok(run_script(
         EVAL_SCRIPT, f"--checkpoint_path={train_dir}", f"--eval_dir={eval_dir}", "--dataset_name=fashion_mnist",
@@ -44,8 +39,8 @@ def evaluate(train_dir: str, eval_dir: str, precision: str) -> dict:
         return json.load(handle)
 
 
-def test_float32_run_prints_key_value_progress_and_saves_the_last_step(runs_dir):
-    run = trained_lenet(runs_dir)
+def test_float32_run_prints_key_value_progress_and_saves_the_last_step():
+    run = trained_lenet()
     lines = progress_lines(run.stdout)
     assert [int(line["step"]) for line in lines] == [10, 20, 30]
     assert all(math.isfinite(float(line["loss"])) for line in lines)
@@ -54,10 +49,10 @@ def test_float32_run_prints_key_value_progress_and_saves_the_last_step(runs_dir)
     assert any(name.startswith("events.out.tfevents") for name in os.listdir(run.train_dir))
 
 
-def test_bfloat16_run_trains_float32_master_weights_as_well_as_float32(runs_dir, tmp_path):
+def test_bfloat16_run_trains_float32_master_weights_as_well_as_float32(tmp_path):
     """Same seed and steps; test accuracy of the bfloat16 run within 0.1 of the float32 reference."""
-    reference = evaluated_lenet(runs_dir).metrics
-    mixed_run = trained_lenet(runs_dir, "bfloat16")
+    reference = evaluated_lenet().metrics
+    mixed_run = trained_lenet("bfloat16")
     mixed = evaluate(mixed_run.train_dir, str(tmp_path / "bf16"), "bfloat16")
     assert reference["accuracy"] > CHANCE + 0.2
     assert abs(mixed["accuracy"] - reference["accuracy"]) <= 0.1
@@ -95,8 +90,8 @@ def test_resume_continues_the_global_step_and_the_dynamic_loss_scale(tmp_path):
     assert checkpoint_tensor(train_dir, "global_step") == 6
 
 
-def test_fine_tuning_with_excluded_logits_restores_the_rest(runs_dir, tmp_path):
-    pretrained = trained_lenet(runs_dir).train_dir
+def test_fine_tuning_with_excluded_logits_restores_the_rest(tmp_path):
+    pretrained = trained_lenet().train_dir
     three_classes = ("--dataset_name=image_folder", f"--dataset_dir={three_class_image_folder(str(tmp_path))}")
     common = (*LENET_ARGS, *three_classes, f"--checkpoint_path={pretrained}", "--max_number_of_steps=1")
     refused = run_script(TRAIN_SCRIPT, f"--train_dir={tmp_path / 'refused'}", *common)

@@ -9,27 +9,24 @@ official ``nets_factory``: ``num_classes``, ``default_image_size``,
 Building a network takes seconds, and several files check the same official layout (the factory
 test for every name, each family's test for its own), so ``factory_build`` builds each name once
 per test session and keeps only what the checks compare (no graph). The pytest-xdist workers of one
-session run different files, so the result also goes to a JSON file in the session's folder
-``$SLIM_MP_TEST_BUILDS_DIR`` (set by the conftest before the workers start): the first worker to
-need a name builds it under a file lock, the other reads it. ``network_params`` says which names'
-builds the default suite makes and which wait for the slow tests.
+session run different files, so the result goes to a JSON file that the first worker to need a
+name writes and the other reads (``session_builds.made_once``). ``network_params`` says which
+names' builds the default suite makes and which wait for the slow tests.
 """
 
 import dataclasses
-import fcntl
 import functools
 import gzip
 import json
 import os
-import tempfile
 from typing import Callable, Dict, List, Optional, Sequence
 
 import pytest
 import tensorflow as tf
 
 from nets import nets_factory
+from session_builds import made_once
 
-BUILDS_DIR_ENV = "SLIM_MP_TEST_BUILDS_DIR"
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE_PATH = os.path.join(TESTS_DIR, "data", "official_slim_variables.json.gz")
 
@@ -137,26 +134,16 @@ def _build_with_factory(name: str) -> BuiltNetwork:
         )
 
 
-@functools.lru_cache(maxsize=1)
-def _builds_dir() -> str:
-    """The session's shared folder of builds; a fresh one for this process when no conftest set it."""
-    return os.environ.get(BUILDS_DIR_ENV) or tempfile.mkdtemp(prefix="slim_mp_test_builds_")
-
-
 @functools.lru_cache(maxsize=None)
 def factory_build(name: str) -> BuiltNetwork:
     """``name``'s factory build, made once per test session (shared by the session's workers)."""
-    path = os.path.join(_builds_dir(), f"{name}.json")
-    with open(f"{path}.lock", "a", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as handle:
-                return BuiltNetwork(**json.load(handle))
-        built = _build_with_factory(name)
-        with open(f"{path}.partial", "w", encoding="utf-8") as handle:
-            json.dump(dataclasses.asdict(built), handle)
-        os.replace(f"{path}.partial", path)
-        return built
+
+    def build(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(dataclasses.asdict(_build_with_factory(name)), handle)
+
+    with open(made_once(f"{name}.json", build), encoding="utf-8") as handle:
+        return BuiltNetwork(**json.load(handle))
 
 
 def assert_factory_build_is_official(name: str, extra_end_points: Optional[Sequence[str]] = (),

@@ -17,6 +17,7 @@ from typing import Callable, Dict, Iterator, List, Optional
 
 import tensorflow as tf
 
+from session_builds import made_once
 from slim_mp.distribute.local_cluster import python_command
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -205,20 +206,24 @@ class TrainedRun:
     stdout: str
 
 
-_TRAINED: Dict[str, TrainedRun] = {}
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
 
 
-def trained_lenet(base_dir: str, precision: str = "float32", steps: int = 30) -> TrainedRun:
-    """Train LeNet once per process and precision under ``base_dir`` (later calls reuse the run)."""
-    key = f"{precision}-{steps}"
-    if key not in _TRAINED:
-        train_dir = os.path.join(base_dir, key)
+def trained_lenet(precision: str = "float32", steps: int = 30) -> TrainedRun:
+    """LeNet trained once per test session and precision, shared by the workers: read it, do not train on in it."""
+
+    def train(train_dir: str) -> None:
         process = check_ok(run_script(
             TRAIN_SCRIPT, f"--train_dir={train_dir}", f"--precision={precision}",
             f"--max_number_of_steps={steps}", "--log_every_n_steps=10", *LENET_ARGS,
         ))
-        _TRAINED[key] = TrainedRun(train_dir, process.stdout)
-    return _TRAINED[key]
+        with open(f"{train_dir}.stdout", "w", encoding="utf-8") as handle:
+            handle.write(process.stdout)
+
+    train_dir = made_once(f"lenet-{precision}-{steps}", train)
+    return TrainedRun(train_dir, _read(f"{train_dir}.stdout"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,22 +232,23 @@ class EvaluatedRun:
     stdout: str
 
 
-_EVALUATED: Dict[str, EvaluatedRun] = {}
 EVAL_BATCH_SIZE = 300  # does not divide the 2000 test images, so the last, smaller batch is evaluated too
 
 
-def evaluated_lenet(base_dir: str) -> EvaluatedRun:
-    """The eval script's float32 metrics.json and stdout for ``trained_lenet(base_dir)``, run once per process."""
-    if "float32" not in _EVALUATED:
-        run = trained_lenet(base_dir)
-        eval_dir = os.path.join(base_dir, "eval-float32")
+def evaluated_lenet() -> EvaluatedRun:
+    """The eval script's float32 metrics.json and stdout for ``trained_lenet()``, run once per test session."""
+    train_dir = trained_lenet().train_dir
+
+    def evaluate(eval_dir: str) -> None:
         process = check_ok(run_script(
-            EVAL_SCRIPT, f"--checkpoint_path={run.train_dir}", f"--eval_dir={eval_dir}", "--dataset_name=fashion_mnist",
+            EVAL_SCRIPT, f"--checkpoint_path={train_dir}", f"--eval_dir={eval_dir}", "--dataset_name=fashion_mnist",
             "--model_name=lenet", f"--batch_size={EVAL_BATCH_SIZE}",
         ))
-        with open(os.path.join(eval_dir, "metrics.json"), encoding="utf-8") as handle:
-            _EVALUATED["float32"] = EvaluatedRun(json.load(handle), process.stdout)
-    return _EVALUATED["float32"]
+        with open(f"{eval_dir}.stdout", "w", encoding="utf-8") as handle:
+            handle.write(process.stdout)
+
+    eval_dir = made_once(f"{os.path.basename(train_dir)}-eval", evaluate)
+    return EvaluatedRun(json.loads(_read(os.path.join(eval_dir, "metrics.json"))), _read(f"{eval_dir}.stdout"))
 
 
 PRELOADED_TASK = os.path.join(REPO_ROOT, "tests", "support", "preloaded_task.py")
