@@ -6,6 +6,8 @@ measured in subprocesses.
 """
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
@@ -16,6 +18,7 @@ from slim_mp.measure.benchmark.batch_budget import MIB, largest_batch_within
 from slim_mp.measure.benchmark.benchmark_report import BenchmarkReport
 from slim_mp.measure.benchmark.suite_results import BatchFit, Settings, SuiteRun, Variant, VariantResult
 from slim_mp.graph_pass.placement.options import TIMINGS_FILE_ENV
+from script_runs import script_env
 
 
 def linear_peaks(fixed_mib: float, per_image_mib: float, calls: list):
@@ -50,6 +53,20 @@ def test_no_batch_fits_when_batch_one_is_over_and_the_limit_stops_the_search():
     capped = largest_batch_within("toy", "float32", 10 ** 6, linear_peaks(1, 1, []), max_batch=12)
     assert capped.largest_batch == 12 and capped.first_over is None
     assert [batch for batch, _ in capped.peaks] == [1, 2, 4, 8, 12]
+
+
+def test_a_measuring_subprocess_reads_its_own_peak_not_its_parents():
+    """Linux keeps ``ru_maxrss`` across fork and exec: a measuring subprocess started by a process
+    holding an extra GiB would report that GiB as its own baseline and peak (0 above baseline)."""
+    held = bytearray(1 << 30)
+    held[::4096] = b"\1" * len(held[::4096])  # every page resident
+    parent_peak, method = peak_memory.peak_rss()
+    child = subprocess.run(
+        [sys.executable, "-c", "from slim_mp.measure.benchmark.peak_memory import peak_rss; print(peak_rss()[0])"],
+        capture_output=True, text=True, env=script_env(), check=True, timeout=120)
+    del held
+    assert int(child.stdout.split()[-1]) < parent_peak - (1 << 29)  # the child never held the parent's GiB
+    assert method == peak_memory.RSS_METHOD  # Linux: the high-water mark of /proc/self/status
 
 
 @pytest.mark.parametrize("budget", [0, -5, float("nan"), "big", True])

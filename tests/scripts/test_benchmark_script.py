@@ -63,7 +63,7 @@ def test_memory_is_measured_per_configuration_and_says_how(payload):
         assert row["peak_memory_bytes"] > 0
         assert row["peak_memory_bytes"] >= row["baseline_memory_bytes"] >= 0
     assert len(payload["memory_methods"]) == 1
-    assert re.search("ru_maxrss|get_memory_info", payload["memory_methods"][0])
+    assert re.search("VmHWM|ru_maxrss|get_memory_info", payload["memory_methods"][0])
 
 
 def test_markdown_has_one_row_per_model_and_configuration(tiny_run, payload):

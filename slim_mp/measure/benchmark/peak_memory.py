@@ -2,8 +2,9 @@
 
 A process's peak never goes down, so each configuration gets its own interpreter: it builds the
 train step (``benchmark_step.build_benchmark_step``), runs a few steps and reports its peak. On a
-CPU that is the peak resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``), with the
-peak after importing TensorFlow as the baseline; on a GPU it is TensorFlow's allocator peak on
+CPU that is the peak resident set size of the interpreter since it started (``VmHWM`` of
+``/proc/self/status``; ``ru_maxrss`` where there is no ``/proc``), with the peak after importing
+TensorFlow as the baseline; on a GPU it is TensorFlow's allocator peak on
 ``GPU:0`` (``tf.config.experimental.get_memory_info``), with the bytes in use before building
 the step (normally none) as the baseline.
 
@@ -17,7 +18,7 @@ import os
 import resource
 import subprocess
 import sys
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -32,7 +33,9 @@ _ERROR_PREFIX = "peak_memory_error="
 _REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir))
 _TIMEOUT_S = 3600
 _EXIT_BAD_INPUT = 2
-RSS_METHOD = "peak resident set size of the process (resource.getrusage ru_maxrss)"
+RSS_METHOD = "peak resident set size of the process since it started (VmHWM of /proc/self/status)"
+RUSAGE_METHOD = "peak resident set size of the process (resource.getrusage ru_maxrss)"
+_STATUS_FILE = "/proc/self/status"
 GPU_METHOD = "peak bytes allocated on GPU:0 by TensorFlow (tf.config.experimental.get_memory_info)"
 
 
@@ -62,10 +65,21 @@ class MemoryMeasurement:
     pass_seconds: Optional[float] = None
 
 
-def _max_rss_bytes() -> int:
-    """The process's peak resident set size in bytes (Linux reports KiB, macOS bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
+def peak_rss() -> Tuple[int, str]:
+    """This interpreter's peak resident set size in bytes since it started, and how it was read.
+
+    Linux keeps ``ru_maxrss`` across fork and exec, so a subprocess started by a process of 2.5 GiB
+    reports at least 2.5 GiB and every step smaller than its parent measures 0 above baseline. The
+    high-water mark of ``/proc/self/status`` (``VmHWM``) starts afresh with the new program. Without
+    ``/proc``, ``ru_maxrss`` (macOS reports bytes, other systems KiB).
+    """
+    try:
+        with open(_STATUS_FILE, encoding="ascii") as status:
+            kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+        return kib * 1024, RSS_METHOD
+    except (OSError, StopIteration, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return (peak if sys.platform == "darwin" else peak * 1024), RUSAGE_METHOD
 
 
 def measure_here(request: MemoryRequest) -> MemoryMeasurement:
@@ -75,7 +89,7 @@ def measure_here(request: MemoryRequest) -> MemoryMeasurement:
         tf.config.experimental.reset_memory_stats("GPU:0")
         baseline = tf.config.experimental.get_memory_info("GPU:0")["current"]
     else:
-        baseline = _max_rss_bytes()
+        baseline, _ = peak_rss()
     precision = tf.as_dtype(request.precision)
     options = PlacementOptions(cache_dir=request.cache_dir) if request.cache_dir else None
     step = benchmark_step.build_benchmark_step(request.config, request.model_name, precision,
@@ -85,7 +99,8 @@ def measure_here(request: MemoryRequest) -> MemoryMeasurement:
     if on_gpu:
         return MemoryMeasurement(tf.config.experimental.get_memory_info("GPU:0")["peak"], baseline, GPU_METHOD,
                                  step.pass_seconds)
-    return MemoryMeasurement(_max_rss_bytes(), baseline, RSS_METHOD, step.pass_seconds)
+    peak, method = peak_rss()
+    return MemoryMeasurement(peak, baseline, method, step.pass_seconds)
 
 
 def _tagged_lines(text: str, prefix: str) -> List[str]:
