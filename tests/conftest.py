@@ -11,7 +11,7 @@
   user's cache.
 - Import ``slim_mp`` from this checkout (not an installed copy) and the shared helpers of
   ``tests/support`` (``graph_checks``, ``nets_checks``, ``reference``, ``script_runs``,
-  ``datasets_support``) as top-level modules.
+  ``datasets_support``, ``session_builds``) as top-level modules.
 - Apply the tf_slim compatibility fixes once per test process (``slim_mp.compat.install()``), so no
   test module has to import ``slim_mp`` only for its side effect; the pytest-xdist controller,
   which runs no test, does not import TensorFlow at all.
