@@ -89,7 +89,7 @@ def test_bfloat16_training_in_the_official_style_then_slim_evaluation(tmp_path, 
     assert results["accuracy"] > 0.4  # ten classes: chance is 0.1
 
 
-ACCURACY_SEEDS = (0, 1, 2)
+ACCURACY_SEEDS = (0, 1, 2, 3, 4, 5)
 ACCURACY_POINTS = 0.015  # the claim: bfloat16 within 1.5 points of float32's accuracy
 
 
