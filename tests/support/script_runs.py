@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -42,7 +42,7 @@ def script_env() -> Dict[str, str]:
     return dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2", PYTHONFAULTHANDLER="1")
 
 
-def finish_or_show_stacks(process: subprocess.Popen, timeout_s: float) -> tuple:
+def finish_or_show_stacks(process: subprocess.Popen, timeout_s: float) -> Tuple[str, str]:
     """``process.communicate(timeout=timeout_s)``; a process still running then fails the test with its stacks.
 
     A script started with ``script_env()`` answers the SIGABRT sent at the timeout by printing the
