@@ -22,10 +22,12 @@ from slim_mp.graph_pass import PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step
 from slim_mp.measure.benchmark.suite_results import QuietRetiming, VariantResult
 
-# Spins until its parent (the pid it is given: read at its own start, the parent could already be gone)
-# is gone: a load never outlives the benchmark that started it.
-_BUSY_LOOP = ("import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n"
-              "    for _ in range(100000):\n        pass\n")
+# Says it runs (one line on stdout), then spins until its parent (the pid it is given: read at its own
+# start, the parent could already be gone) is gone: a load never outlives the benchmark that started it.
+_RUNNING_LINE = b"spinning\n"
+_BUSY_LOOP = ("import os, sys\nparent = int(sys.argv[1])\n"
+              f"sys.stdout.buffer.write({_RUNNING_LINE!r})\nsys.stdout.flush()\n"
+              "while os.getppid() == parent:\n    for _ in range(100000):\n        pass\n")
 _STOP_SECONDS = 5.0
 
 
@@ -52,9 +54,10 @@ def _usable_cores() -> List[int]:
 class BackgroundLoad:
     """``processes`` busy loops while the ``with`` block runs, the i-th pinned to the i-th core from the last.
 
-    A pure context manager: the loops start in ``__enter__`` and stop in ``__exit__``, whatever ends
-    the block (nothing else starts or stops them); ``pids`` are the loops' process ids (empty when off
-    and outside the block).
+    A pure context manager: the loops start in ``__enter__``, which returns once each of them runs (a
+    fresh interpreter takes tens of milliseconds to start, long enough for a first timing without load),
+    and stop in ``__exit__``, whatever ends the block (nothing else starts or stops them); ``pids`` are the
+    loops' process ids (empty when off and outside the block).
     """
 
     def __init__(self, processes: int):
@@ -71,8 +74,12 @@ class BackgroundLoad:
         try:
             for index in range(self.processes):
                 process = subprocess.Popen([sys.executable, "-c", _BUSY_LOOP, str(os.getpid())],
-                                           stdin=subprocess.DEVNULL)
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
                 self._running.append(process)
+                with process.stdout:
+                    if process.stdout.readline() != _RUNNING_LINE:
+                        raise RuntimeError(f"background load process {process.pid} ended before it ran "
+                                           f"({sys.executable} -c <busy loop>); its error is above")
                 if hasattr(os, "sched_setaffinity"):
                     os.sched_setaffinity(process.pid, {cores[index % len(cores)]})
         except BaseException:
