@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import pytest
@@ -66,15 +66,15 @@ def _numpy_accuracy(checkpoint: str, images: np.ndarray, labels: np.ndarray) -> 
     return float(np.mean(np.argmax(logits, axis=1) == labels))
 
 
-def _train_and_evaluate(tmp_path, write_official_records, precision: str, steps: int,
-                        train_count: int, test_count: int, seed: Optional[int] = None) -> tuple[dict, tuple]:
+def _train_and_evaluate(tmp_path, write_official_records, precision: str, steps: int, train_count: int,
+                        test_count: int, seed: Optional[int] = None, extra_flags: Sequence[str] = ()) -> tuple[dict, tuple]:
     data_dir = tmp_path / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     seed_flags = [] if seed is None else [f"--seed={seed}"]
     arrays = _official_records(data_dir, write_official_records, train_count, test_count)
     results = _run("train_and_eval", f"--dataset_dir={data_dir}", f"--train_dir={tmp_path / f'train_{precision}'}",
                    f"--num_samples={train_count}", f"--eval_num_samples={test_count}",
-                   f"--max_number_of_steps={steps}", f"--precision={precision}", *seed_flags)
+                   f"--max_number_of_steps={steps}", f"--precision={precision}", *seed_flags, *extra_flags)
     return results, arrays["test"]
 
 
@@ -91,6 +91,10 @@ def test_bfloat16_training_in_the_official_style_then_slim_evaluation(tmp_path, 
 
 ACCURACY_SEEDS = (0, 1, 2, 3, 4, 5)
 ACCURACY_POINTS = 0.015  # the claim: bfloat16 within 1.5 points of float32's accuracy
+# The script's default 0.05 (momentum 0.9) still jumps between minima at step 600: float32 alone
+# spread 2.3 points (standard deviation over these six seeds), more than the claim can be checked
+# against. At 0.01 it spread 0.6 points and reached 81% instead of 78%.
+ACCURACY_LEARNING_RATE = 0.01
 
 
 @pytest.mark.slow
@@ -107,7 +111,7 @@ def test_bfloat16_accuracy_stays_within_1_5_points_of_float32(tmp_path, write_of
         for precision in accuracies:
             results, (images, labels) = _train_and_evaluate(
                 tmp_path / f"seed_{seed}", write_official_records, precision, steps=600, train_count=4000,
-                test_count=1984, seed=seed)
+                test_count=1984, seed=seed, extra_flags=[f"--learning_rate={ACCURACY_LEARNING_RATE}"])
             accuracies[precision].append(results["accuracy"])
             assert abs(results["accuracy"] - _numpy_accuracy(results["checkpoint"], images, labels)) <= 2 / 1984
     float32, bfloat16 = (np.array(accuracies[precision]) for precision in ("float32", "bfloat16"))
