@@ -5,10 +5,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from script_runs import finish_or_show_stacks, run_script, script_env
+from script_runs import abort_after, finish_or_show_stacks, run_script, script_env
 
 SCRIPT = """
 import json, os, signal, sys
@@ -66,3 +67,15 @@ def test_a_script_that_does_not_finish_fails_with_the_stack_of_each_thread():
         finish_or_show_stacks(process, 1)
     assert "in wait_in_a_thread" in str(failure.value) and "in <module>" in str(failure.value)
     assert process.returncode == -signal.SIGABRT
+
+
+def test_reading_a_silent_script_line_by_line_ends_at_the_timeout_with_its_stack():
+    silent = "import time\ntime.sleep(30)\n"  # prints nothing, then would exit on its own after 30 s
+    process = subprocess.Popen([sys.executable, "-c", silent], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=script_env())
+    started = time.monotonic()
+    with abort_after(process, 2):
+        lines = list(process.stdout)
+    _, stderr = process.communicate(timeout=30)
+    assert lines == [] and time.monotonic() - started < 20
+    assert process.returncode == -signal.SIGABRT and "in <module>" in stderr

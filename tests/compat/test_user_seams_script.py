@@ -41,13 +41,14 @@ def test_sigterm_during_slim_training_saves_the_current_step(tmp_path, write_off
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=script_runs.script_env())
     lines = []
     try:
-        for line in process.stderr:
-            lines.append(line)
-            progress = PROGRESS.search(line.rstrip())
-            if progress and int(progress.group(2)) >= 20:
-                last_printed = int(progress.group(2))
-                process.send_signal(signal.SIGTERM)
-                break
+        with script_runs.abort_after(process, script_runs.TIMEOUT_S):
+            for line in process.stderr:
+                lines.append(line)
+                progress = PROGRESS.search(line.rstrip())
+                if progress and int(progress.group(2)) >= 20:
+                    last_printed = int(progress.group(2))
+                    process.send_signal(signal.SIGTERM)
+                    break
         stdout, stderr = script_runs.finish_or_show_stacks(process, script_runs.TIMEOUT_S)
     finally:
         if process.poll() is None:

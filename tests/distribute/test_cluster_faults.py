@@ -10,13 +10,12 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 import tensorflow as tf
 
-from script_runs import REPO_ROOT, finish_or_show_stacks, script_env
+from script_runs import REPO_ROOT, abort_after, finish_or_show_stacks, script_env
 from test_local_cluster import (
     CLUSTER_ARGS, CLUSTER_TIMEOUT_S, DYNAMIC_ARGS, LINE, SYNC_ARGS, start_cluster, wait_for_line,
 )
@@ -86,18 +85,16 @@ def test_sigterm_to_the_launcher_saves_the_chief_first_and_reports_every_task(tm
          "--precision=bfloat16", *SYNC_ARGS],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=script_env(),
     )
-    watchdog = threading.Timer(CLUSTER_TIMEOUT_S, process.kill)  # a hung cluster fails the test, never hangs it
-    watchdog.start()
     lines = []
     try:
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-            if line.startswith("[worker 0] step=3 "):
-                process.send_signal(signal.SIGTERM)
-                break
+        with abort_after(process, CLUSTER_TIMEOUT_S):  # a hung cluster fails the test, never hangs it
+            for line in process.stdout:
+                lines.append(line.rstrip("\n"))
+                if line.startswith("[worker 0] step=3 "):
+                    process.send_signal(signal.SIGTERM)
+                    break
         stdout, stderr = finish_or_show_stacks(process, CLUSTER_TIMEOUT_S)
     finally:
-        watchdog.cancel()
         if process.poll() is None:
             process.kill()
     lines += stdout.splitlines()

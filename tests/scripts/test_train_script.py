@@ -16,6 +16,7 @@ from script_runs import (
     EVAL_SCRIPT,
     LENET_ARGS,
     TRAIN_SCRIPT,
+    abort_after,
     check_ok,
     checkpoint_tensor,
     evaluated_lenet,
@@ -118,10 +119,11 @@ def test_ctrl_c_saves_a_checkpoint_at_the_current_step(tmp_path):
         preexec_fn=sigint_as_in_a_terminal,
     )
     try:
-        for line in process.stdout:
-            if line.startswith("step=3 "):
-                process.send_signal(signal.SIGINT)
-                break
+        with abort_after(process, 120):
+            for line in process.stdout:
+                if line.startswith("step=3 "):
+                    process.send_signal(signal.SIGINT)
+                    break
         _, stderr = finish_or_show_stacks(process, 120)
     finally:
         if process.poll() is None:

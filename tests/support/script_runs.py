@@ -62,6 +62,27 @@ def finish_or_show_stacks(process: subprocess.Popen, timeout_s: float) -> Tuple[
                              f"of its threads (faulthandler):\n{stderr[-8000:]}") from None
 
 
+@contextlib.contextmanager
+def abort_after(process: subprocess.Popen, timeout_s: float) -> Iterator[None]:
+    """Within the block, SIGABRT ``process`` if it still runs after ``timeout_s``.
+
+    For a test that reads a script's output line by line before ``finish_or_show_stacks``: a script
+    that hangs before the line the test waits for would otherwise block the whole suite; this way its
+    output ends, with each thread's stack on its stderr (``script_env``'s faulthandler).
+    """
+    def abort() -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGABRT)
+
+    timer = threading.Timer(timeout_s, abort)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 def sigint_as_in_a_terminal() -> None:
     """``preexec_fn`` of a script a test will Ctrl-C: SIGINT at its default, as a user's terminal gives it.
 

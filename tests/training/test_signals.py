@@ -5,7 +5,7 @@ import signal
 import subprocess
 import sys
 
-from script_runs import LENET_ARGS, TRAIN_SCRIPT, checkpoint_tensor, finish_or_show_stacks, script_env
+from script_runs import LENET_ARGS, TRAIN_SCRIPT, abort_after, checkpoint_tensor, finish_or_show_stacks, script_env
 
 TERMINATED_LINE = re.compile(
     r"^error: terminated by SIGTERM at step (\d+); saved (\S+); rerun the same command to resume$"
@@ -20,12 +20,13 @@ def test_sigterm_saves_the_current_step_and_exits_143(tmp_path):
     )
     try:
         last_printed = None
-        for line in process.stdout:
-            if line.startswith("step="):
-                last_printed = int(line.split()[0].split("=")[1])
-                if last_printed == 3:
-                    process.send_signal(signal.SIGTERM)
-                    break
+        with abort_after(process, 120):
+            for line in process.stdout:
+                if line.startswith("step="):
+                    last_printed = int(line.split()[0].split("=")[1])
+                    if last_printed == 3:
+                        process.send_signal(signal.SIGTERM)
+                        break
         _, stderr = finish_or_show_stacks(process, 120)
     finally:
         if process.poll() is None:

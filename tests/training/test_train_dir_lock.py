@@ -10,7 +10,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from script_runs import (LENET_ARGS, TRAIN_SCRIPT, check_ok, checkpoint_tensor, run_script, script_env,
+from script_runs import (LENET_ARGS, TRAIN_SCRIPT, abort_after, check_ok, checkpoint_tensor, run_script, script_env,
                          sigint_as_in_a_terminal)
 from slim_mp.training.checkpoint_save import atomic_save
 from slim_mp.training.checkpoint_state import TEMP_DIR_PREFIX
@@ -27,9 +27,10 @@ def start_training(train_dir):
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=script_env(),
         preexec_fn=sigint_as_in_a_terminal,
     )
-    for line in process.stdout:
-        if line.startswith("step="):
-            return process
+    with abort_after(process, 120):
+        for line in process.stdout:
+            if line.startswith("step="):
+                return process
     process.kill()
     raise AssertionError("the first training run printed no progress line")
 
