@@ -76,12 +76,13 @@ class BackgroundLoad:
                 process = subprocess.Popen([sys.executable, "-c", _BUSY_LOOP, str(os.getpid())],
                                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
                 self._running.append(process)
+                if hasattr(os, "sched_setaffinity"):
+                    os.sched_setaffinity(process.pid, {cores[index % len(cores)]})
+            for process in self._running:  # the interpreters start side by side, then each says it runs
                 with process.stdout:
                     if process.stdout.readline() != _RUNNING_LINE:
                         raise RuntimeError(f"background load process {process.pid} ended before it ran "
                                            f"({sys.executable} -c <busy loop>); its error is above")
-                if hasattr(os, "sched_setaffinity"):
-                    os.sched_setaffinity(process.pid, {cores[index % len(cores)]})
         except BaseException:
             self._stop()
             raise
