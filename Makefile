@@ -19,7 +19,7 @@ RUN_FLIPPED = flipped=$$($(PY) tests/support/onednn_flipped.py 2>/dev/null) \
 	echo "again with oneDNN flipped: TF_ENABLE_ONEDNN_OPTS=$$flipped"; \
 	TF_ENABLE_ONEDNN_OPTS=$$flipped $(PY) -m pytest -q
 
-.PHONY: install test test-slow demo clean
+.PHONY: install lint test test-slow demo clean
 
 $(VENV)/.installed: setup.py Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -33,7 +33,11 @@ $(VENV)/.installed: setup.py Makefile
 
 install: $(VENV)/.installed
 
-test: install
+# ruff (pycodestyle + pyflakes, line length 120; ruff.toml): part of `make test`, so of CI.
+lint: install
+	$(VENV)/bin/ruff check .
+
+test: install lint
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not slow" $(PYTEST_ARGS) tests
 	$(RUN_FLIPPED) -m "executed_ops and not slow" $(PYTEST_ARGS) $(FLIPPED_FILES)
 

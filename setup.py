@@ -33,7 +33,7 @@ setup(
     extras_require={
         "cpu": [f"tensorflow-cpu=={TF_VERSION}"],
         "gpu": [f"tensorflow[and-cuda]=={TF_VERSION}", f"tf-keras=={TF_VERSION}"],
-        "test": ["pytest>=8", "pytest-xdist>=3.5"],
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.15"],
         "plots": ["matplotlib>=3.8"],
     },
 )

@@ -2,9 +2,9 @@
 
     python scripts/benchmark_rewrite.py --model_name resnet_v1_50 --precision bfloat16 --batch_size 8
 
-All four configurations run in one process, timed interleaved; the table gives median step
-times and, per pair, the median of the round-by-round ratios. The floor builds the same network entirely in low precision (float32-storage
-custom getter), with the same cross-entropy loss, as the fastest a graph pass could hope for.
+All four configurations run in one process, timed interleaved; the table gives median step times and, per
+pair, the median of the round-by-round ratios. The floor builds the same network entirely in low precision
+(float32-storage custom getter), with the same cross-entropy loss, as the fastest a graph pass could hope for.
 """
 
 import statistics

@@ -407,7 +407,8 @@ def test_an_import_circle_is_reported_even_behind_type_checking():
     modules = synthetic({
         "measure/__init__": "from slim_mp.measure import load\n",
         "measure/load": "from slim_mp.measure import suite\n",
-        "measure/suite": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from slim_mp.measure.load import L\n",
+        "measure/suite": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                          "    from slim_mp.measure.load import L\n"),
         "measure/report": "from slim_mp.measure.suite import S\n",
     })
     assert import_circles(modules) == [["slim_mp.measure.load", "slim_mp.measure.suite"]]

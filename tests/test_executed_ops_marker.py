@@ -110,5 +110,6 @@ def test_tests_using_a_reading_fixture_or_helper_need_the_mark():
               "def test_plain():\n    assert True\n"
               "OPTIONS = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)\n")
     assert unmarked_files({"test_mixed.py": source}) == {"test_mixed.py": ["line 18", "test_fixture", "test_helper"]}
-    listed = source.replace("import pytest\n", "import pytest\npytestmark = [pytest.mark.slow, pytest.mark.executed_ops]\n")
+    listed = source.replace("import pytest\n",
+                            "import pytest\npytestmark = [pytest.mark.slow, pytest.mark.executed_ops]\n")
     assert unmarked_files({"test_listed.py": listed}) == {}

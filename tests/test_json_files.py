@@ -1,6 +1,5 @@
 """The JSON reader returns the expected shape or one error naming the file and the wrong field."""
 
-import json
 import os
 
 import pytest

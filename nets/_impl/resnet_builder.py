@@ -146,7 +146,10 @@ BLOCK_STRIDES = (2, 2, 2, 1)
 def bottleneck_blocks(
     block_fn: Callable, layers: int, min_base_depth: int = 8, depth_multiplier: float = 1
 ) -> list:
-    """``block1..block4`` of the ``layers``-deep bottleneck ResNet, made by ``block_fn(scope, base_depth, num_units, stride)``."""
+    """``block1..block4`` of the ``layers``-deep bottleneck ResNet.
+
+    Each is made by ``block_fn(scope, base_depth, num_units, stride)``.
+    """
     return [
         block_fn(
             f"block{index + 1}",

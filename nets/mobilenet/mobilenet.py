@@ -255,7 +255,9 @@ def training_scope(
     dropout_keep_prob: float = 0.8,
     bn_decay: float = 0.997,
 ) -> dict:
-    """The arg scope to train MobileNet v2/v3 in: ``with slim.arg_scope(training_scope()): mobilenet_v2.mobilenet(...)``.
+    """The arg scope to train MobileNet v2/v3 in.
+
+    ``with slim.arg_scope(training_scope()): mobilenet_v2.mobilenet(...)``.
 
     Args:
       is_training: mode of batch norm, dropout and the network functions; None

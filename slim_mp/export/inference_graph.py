@@ -222,4 +222,3 @@ def write_graph_def(graph_def: tf1.GraphDef, path: str, as_text: bool) -> None:
     temporary = f"{path}.tmp-{os.getpid()}"
     tf.io.write_graph(graph_def, os.path.dirname(os.path.abspath(path)), os.path.basename(temporary), as_text=as_text)
     os.replace(temporary, path)
-

@@ -23,6 +23,7 @@ from slim_mp.graph_pass.rewrite_options import RewriteOptions, rewrite_options_f
 
 __all__ = [
     "BFLOAT16_CLASSES", "FLOAT16_CLASSES", "VARIABLE_OP_TYPES", "OpClasses", "check_op_type", "DECISIONS_FILE_NAME",
-    "MeasuringTarget", "PlacementOptions", "PlacementPlan", "default_placement", "resolve_placement", "in_scopes", "select_region", "RewriteReport", "RewritePlan",
+    "MeasuringTarget", "PlacementOptions", "PlacementPlan", "default_placement", "resolve_placement", "in_scopes",
+    "select_region", "RewriteReport", "RewritePlan",
     "plan_rewrite", "rewrite", "RewriteOptions", "rewrite_options_from",
 ]

@@ -155,6 +155,7 @@ class Rebuilder:
         Call it after ``reroute``: casts it has to create are recorded as views.
         """
         self._cast_kind = "view"
+
         def remap_one(item):
             if isinstance(item, tf.Operation):
                 return self.replaced.get(item, item)

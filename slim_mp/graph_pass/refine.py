@@ -61,7 +61,6 @@ def demote_tail(low_ops: List[tf.Operation], decisions: Dict[tf.Operation, Decis
     return kept
 
 
-
 def painted_low_ops(region: Region, config: PaintConfig) -> Tuple[Dict[tf.Operation, Decision], List[tf.Operation]]:
     """Paint ``region`` and refine its tail (unless ``config.demote_tail`` is off): (decisions, low ops in order)."""
     decisions = paint(region, config)

@@ -44,7 +44,6 @@ def _check_before_gradients(low: Iterable[tf.Operation]) -> None:
                     )
 
 
-
 @dataclasses.dataclass(frozen=True)
 class RewritePlan:
     """What the pass decided, before anything is rebuilt: the region, each op's decision, the ops going low."""

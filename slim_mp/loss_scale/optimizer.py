@@ -280,6 +280,7 @@ class LossScaleOptimizer(tf.compat.v1.train.Optimizer):
             bookkeeping = [update_scale, record]
             if self._skip_limit is not None:
                 bookkeeping.append(divergence_guard(streak, self._skip_limit, present, finite, loss_scale))
+
         def skip() -> tf.Operation:
             if self._count_skipped_steps and global_step is not None:
                 return tf.group(tf.compat.v1.assign_add(global_step, 1))

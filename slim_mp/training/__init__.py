@@ -39,6 +39,7 @@ from slim_mp.training.train_graph import (add_classification_losses, build_train
 __all__ = [
     "fine_tune_init_fn", "resolve_checkpoint", "EvalConfig", "evaluate", "LearningRateSettings", "live_graph_def",
     "reachable_graph_def", "train", "check_model_name", "input_size", "prepare_output_dir", "OptimizerSettings",
-    "LossScaleOptions", "PrecisionOptions", "write_rewrite_reports", "parse_scopes", "TrainConfig", "check_train_config",
+    "LossScaleOptions", "PrecisionOptions", "write_rewrite_reports", "parse_scopes", "TrainConfig",
+    "check_train_config",
     "add_classification_losses", "build_train_graph", "dataset_and_network", "training_input_iterator",
 ]

@@ -9,4 +9,3 @@ from typing import Optional, Tuple
 def parse_scopes(text: Optional[str]) -> Tuple[str, ...]:
     """Split ``"a/b, c"`` into ``("a/b", "c")``; None or blank gives ``()``."""
     return tuple(scope.strip().rstrip("/") for scope in (text or "").split(",") if scope.strip())
-

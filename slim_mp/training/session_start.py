@@ -13,7 +13,8 @@ synchronous state as its predecessor left it: an aggregation cut short has empti
 accumulators but not others, and the other workers wait for a token no one will send. The new
 chief therefore resynchronises (``ResyncOps``): it empties every accumulator (before setting their
 step to the restored global step), drops the tokens left in the queue, and gives each other worker
-one fresh token, so all step again from the restored global step. A fresh start (nothing initialised on the parameter servers yet) skips this.
+one fresh token, so all step again from the restored global step. A fresh start (nothing initialised
+on the parameter servers yet) skips this.
 """
 
 import dataclasses

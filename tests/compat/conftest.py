@@ -53,4 +53,3 @@ def random_images() -> Callable[[int, Sequence[int], int], np.ndarray]:
         waves = np.sin(rows[None, :, :, None] / 3.0 + phases[:, None, None, :]) + np.cos(cols[None, :, :, None] / 4.0)
         return np.clip(64 * waves + 128, 0, 255).astype(np.uint8)
     return make
-

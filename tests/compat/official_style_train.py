@@ -1,12 +1,13 @@
 """A user's training script in the style of the official TF-Slim ``train_image_classifier.py``, plus its eval.
 
 What a user has: tf_slim's reader (``slim.dataset.Dataset`` + ``DatasetDataProvider`` +
-``tf.train.batch``) over official-format TFRecords, the official script's train tensor (the total
-loss after the updates, so nothing checks the loss itself) and ``slim.learning.train``, then
-``slim.evaluation.evaluate_once`` with streaming metrics. What they add for mixed precision:
-``import slim_mp``, one ``enable_mixed_precision`` line after the optimizer is built, and ``train_step_fn=slim_mp.train_step`` in the ``slim.learning.train`` call (the
-lines of docs/compatibility.md). ``tf.disable_eager_execution()`` is what any TF1-style script needs under TF 2.21;
-INFO logging is what the official script sets.
+``tf.train.batch``) over official-format TFRecords, the official script's train tensor (the total loss after
+the updates, so nothing checks the loss itself) and ``slim.learning.train``, then
+``slim.evaluation.evaluate_once`` with streaming metrics. What they add for mixed precision: ``import
+slim_mp``, one ``enable_mixed_precision`` line after the optimizer is built, and
+``train_step_fn=slim_mp.train_step`` in the ``slim.learning.train`` call (the lines of docs/compatibility.md).
+``tf.disable_eager_execution()`` is what any TF1-style script needs under TF 2.21; INFO logging is what the
+official script sets.
 
 ``--mode=train`` prints one JSON line with the low-precision Conv2D count and the rewrite summary,
 ``--mode=eval`` one with the streaming accuracy, ``--mode=train_and_eval`` both (one TensorFlow

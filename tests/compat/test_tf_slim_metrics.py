@@ -42,9 +42,9 @@ def _run_streaming(build, scores: np.ndarray, labels: np.ndarray, batches: int =
 def test_precision_and_recall_at_thresholds_match_numpy():
     scores, labels = _scores_and_labels(300, seed=3)
     precision = _run_streaming(
-        lambda s, l: slim.metrics.streaming_precision_at_thresholds(s, l, THRESHOLDS), scores, labels)
+        lambda s, truth: slim.metrics.streaming_precision_at_thresholds(s, truth, THRESHOLDS), scores, labels)
     recall = _run_streaming(
-        lambda s, l: slim.metrics.streaming_recall_at_thresholds(s, l, THRESHOLDS), scores, labels)
+        lambda s, truth: slim.metrics.streaming_recall_at_thresholds(s, truth, THRESHOLDS), scores, labels)
     for index, threshold in enumerate(THRESHOLDS):
         predicted = scores > threshold
         true_positives = np.sum(predicted & labels)
@@ -55,7 +55,7 @@ def test_precision_and_recall_at_thresholds_match_numpy():
 def test_streaming_auc_matches_the_exact_auc():
     scores, labels = _scores_and_labels(400, seed=4)
     auc = _run_streaming(
-        lambda s, l: slim.metrics.streaming_auc(s, l, num_thresholds=1000), scores, labels)
+        lambda s, truth: slim.metrics.streaming_auc(s, truth, num_thresholds=1000), scores, labels)
     # 1000 thresholds: the trapezoid rule is within 0.005 of the rank AUC on 400 samples.
     assert abs(auc - _exact_auc(scores, labels)) < 0.005
 
@@ -63,6 +63,6 @@ def test_streaming_auc_matches_the_exact_auc():
 def test_auc_using_histogram_matches_the_exact_auc():
     scores, labels = _scores_and_labels(400, seed=5)
     auc = _run_streaming(
-        lambda s, l: slim.metrics.auc_using_histogram(l, s, score_range=[0.0, 1.0], nbins=2000), scores, labels)
+        lambda s, truth: slim.metrics.auc_using_histogram(truth, s, score_range=[0.0, 1.0], nbins=2000), scores, labels)
     # 2000 bins of width 5e-4: only pairs sharing a bin are misordered, well under 0.005 of the pairs.
     assert abs(auc - _exact_auc(scores, labels)) < 0.005

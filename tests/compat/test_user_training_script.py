@@ -67,7 +67,8 @@ def _numpy_accuracy(checkpoint: str, images: np.ndarray, labels: np.ndarray) -> 
 
 
 def _train_and_evaluate(tmp_path, write_official_records, precision: str, steps: int, train_count: int,
-                        test_count: int, seed: Optional[int] = None, extra_flags: Sequence[str] = ()) -> tuple[dict, tuple]:
+                        test_count: int, seed: Optional[int] = None,
+                        extra_flags: Sequence[str] = ()) -> tuple[dict, tuple]:
     data_dir = tmp_path / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     seed_flags = [] if seed is None else [f"--seed={seed}"]
@@ -116,6 +117,7 @@ def test_bfloat16_accuracy_stays_within_1_5_points_of_float32(tmp_path, write_of
             assert abs(results["accuracy"] - _numpy_accuracy(results["checkpoint"], images, labels)) <= 2 / 1984
     float32, bfloat16 = (np.array(accuracies[precision]) for precision in ("float32", "bfloat16"))
     standard_error = float32.std(ddof=1) / np.sqrt(len(float32))
-    assert standard_error <= ACCURACY_POINTS / 2, f"float32 alone varies too much for {len(float32)} seeds: {accuracies}"
+    assert standard_error <= ACCURACY_POINTS / 2, \
+        f"float32 alone varies too much for {len(float32)} seeds: {accuracies}"
     assert float32.mean() > 0.75, accuracies
     assert abs(bfloat16.mean() - float32.mean()) <= ACCURACY_POINTS, accuracies

@@ -9,6 +9,9 @@ from script_runs import preloaded_tasks
 
 @pytest.fixture(scope="module")
 def task_command() -> Iterator[Callable[..., List[str]]]:
-    """The command line of a cluster task, forked from this file's preloaded server (``script_runs.preloaded_tasks``)."""
+    """The command line of a cluster task, forked from this file's preloaded server.
+
+    (``script_runs.preloaded_tasks``.)
+    """
     with preloaded_tasks() as command:
         yield command

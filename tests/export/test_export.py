@@ -49,7 +49,8 @@ for precision, frozen_path, saved_model_dir in zip(exports[::3], exports[1::3], 
     served = tf.saved_model.load(saved_model_dir).signatures["serving_default"](images=tf.constant(images))
     results.update({
         f"{precision}_frozen_logits": logits, f"{precision}_frozen_classes": classes,
-        f"{precision}_served_logits": served["logits"].numpy(), f"{precision}_served_classes": served["classes"].numpy(),
+        f"{precision}_served_logits": served["logits"].numpy(),
+        f"{precision}_served_classes": served["classes"].numpy(),
         f"{precision}_served_probabilities": served["probabilities"].numpy(),
     })
 forbidden = sorted(name for name in sys.modules if name.split(".")[0] in ("slim_mp", "tf_slim", "nets"))

@@ -39,13 +39,15 @@ def _states(optimizer_name, wrap, steps=3):
             if step:
                 session.run(train_op)
             variables = tf1.global_variables()
-            states.append({v.op.name: (v.dtype.base_dtype, value) for v, value in zip(variables, session.run(variables))})
+            values = session.run(variables)
+            states.append({v.op.name: (v.dtype.base_dtype, value) for v, value in zip(variables, values)})
         return states
 
 
 WRAPS = {
     "bfloat16 default": lambda opt: LossScaleOptimizer(opt, NoLossScaling()),
-    "fixed scale 128": lambda opt: LossScaleOptimizer(opt, FixedLossScaleManager(128), max_consecutive_skips_at_min=None),
+    "fixed scale 128": lambda opt: LossScaleOptimizer(opt, FixedLossScaleManager(128),
+                                                      max_consecutive_skips_at_min=None),
 }
 
 

@@ -244,7 +244,8 @@ def test_unavailable_variant_is_a_row_with_its_reason(toy_run, tmp_path):
 
 def test_failure_reason_is_the_line_naming_the_error():
     error = RuntimeError("The memory measurement failed (exit status 1):\nTraceback (most recent call last):\n"
-                         "  File \"x.py\", line 3\ntensorflow.python.framework.errors_impl.NotFoundError: no LRN kernel\n")
+                         "  File \"x.py\", line 3\n"
+                         "tensorflow.python.framework.errors_impl.NotFoundError: no LRN kernel\n")
     assert benchmark_suite.failure_reason(error) == (
         "tensorflow.python.framework.errors_impl.NotFoundError: no LRN kernel")
     assert benchmark_suite.failure_reason(ValueError("plain message")) == "plain message"

@@ -45,7 +45,8 @@ def test_factory_name_builds_exactly_the_official_outputs(name):
 
 # A forward pass of OverFeat or VGG at full size takes several seconds on a small CPU; AlexNet is quick.
 @pytest.mark.parametrize(
-    "name", [name if name == "alexnet_v2" else pytest.param(name, marks=pytest.mark.slow) for name in TF_SLIM_DEFINITIONS]
+    "name",
+    [name if name == "alexnet_v2" else pytest.param(name, marks=pytest.mark.slow) for name in TF_SLIM_DEFINITIONS]
 )
 def test_logits_equal_tf_slim_definition(name):
     network, arg_scope = FUNCTIONS[name]

@@ -235,4 +235,3 @@ def test_v1_logits_keep_their_spatial_dimensions_without_squeeze() -> None:
         logits, end_points = mobilenet_v1.mobilenet_v1_025(_placeholder(), num_classes=7, spatial_squeeze=False)
     assert logits.shape.as_list() == [1, 1, 1, 7]
     assert end_points["Predictions"].shape.as_list() == [1, 1, 1, 7]
-

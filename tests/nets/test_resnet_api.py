@@ -193,7 +193,8 @@ def _atrous_and_nominal(block_fn) -> tuple:
         with slim.arg_scope(resnet_utils.resnet_arg_scope()), slim.arg_scope([slim.batch_norm], is_training=False):
             nominal = resnet_utils.stack_blocks_dense(inputs, blocks)
             tf.compat.v1.get_variable_scope().reuse_variables()
-            dense = {stride: resnet_utils.stack_blocks_dense(inputs, blocks, stride) for stride in ATROUS_OUTPUT_STRIDES}
+            dense = {stride: resnet_utils.stack_blocks_dense(inputs, blocks, stride)
+                     for stride in ATROUS_OUTPUT_STRIDES}
         subsampled = {stride: resnet_utils.subsample(tensor, 8 // stride) for stride, tensor in dense.items()}
         values, nominal_value = _run([subsampled, nominal])
     return {stride: (dense[stride].shape.as_list(), values[stride]) for stride in dense}, nominal_value

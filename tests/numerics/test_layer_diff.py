@@ -57,7 +57,8 @@ def _bfloat16_matmul_kernel() -> str:
             metadata = tf1.RunMetadata()
             session.run(product, {left: np.ones([2, 3]), right: np.ones([3, 2])},
                         options=tf1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
-    (kernel,) = [node.op for graph in metadata.partition_graphs for node in graph.node if op_family(node.op) == "MatMul"]
+    (kernel,) = [node.op for graph in metadata.partition_graphs for node in graph.node
+                 if op_family(node.op) == "MatMul"]
     return kernel
 
 

@@ -1,4 +1,5 @@
-"""Input pipeline: channels, label offset, exact single pass for evaluation, full batches for training, seeded repeats."""
+"""Input pipeline: channels, label offset, exact single pass for evaluation, full batches for training,
+seeded repeats."""
 
 import numpy as np
 import pytest

@@ -86,7 +86,8 @@ def test_live_graph_drops_only_the_replaced_originals_and_what_only_they_read():
 
 
 def test_reachable_nodes_are_what_tensorflows_extract_sub_graph_keeps():
-    """The oracle: TensorFlow's own (deprecated) ``extract_sub_graph``, on control inputs, a second output and a function."""
+    """The oracle: TensorFlow's own (deprecated) ``extract_sub_graph``, on control inputs, a second output and a
+    function."""
 
     @tf.function
     def double(tensor):

@@ -1,4 +1,5 @@
-"""TensorBoard as TF-Slim users know it: the rewritten graph, histograms, sparsity, eval scalars, read from events files."""
+"""TensorBoard as TF-Slim users know it: the rewritten graph, histograms, sparsity, eval scalars, read from events
+files."""
 
 import glob
 import json

@@ -88,4 +88,3 @@ def low_regions(region: Region, low_names: Set[str], allow: Set[str]) -> List[Fr
         if op.name in allow:
             regions.setdefault(root(op), set()).add(op.name)
     return [frozenset(regions[key]) for key in sorted(regions, key=lambda r: min(regions[r]))]
-

@@ -19,8 +19,8 @@ from tensorflow.python.framework import op_def_registry
 
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming
 from slim_mp.graph_pass.placement.target import MeasuringTarget
-from slim_mp.graph_pass.placement.stopwatch import (StillOpen, first_values, interleaved_ms, random_variable, timed_against,
-                                                    variable_of, variables_initializer)
+from slim_mp.graph_pass.placement.stopwatch import (StillOpen, first_values, interleaved_ms, random_variable,
+                                                    timed_against, variable_of, variables_initializer)
 
 # settled(low rounds, float32 rounds) -> whether the pair's verdict is clear enough to stop timing it.
 Settled = Callable[[Sequence[float], Sequence[float]], bool]

@@ -20,7 +20,6 @@ from slim_mp.graph_pass.placement.stopwatch import Timed, relative_noise
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 
 
-
 class Placement(enum.StrEnum):
     """The placements a rewrite accepts; members are their own strings (``Placement.MEASURED == "measured"``)."""
 
@@ -84,11 +83,11 @@ class PlacementOptions:
     Tuning: ``low_precision_margin``: low times count this fraction more in the estimate (what goes
     low around the allow ops is not timed). ``verify_window``: candidates whose estimate is within
     this fraction of the best are timed as whole steps, at most ``max_timed_candidates``.
-    ``noise_fraction``: the 1% rule, the floor of the noise: a difference is noise unless it exceeds
-    both this fraction and the noise measured with it (``is_noise``, the rule of ``noise``), so
-    candidates whose estimates all lie within it are not timed, and a placement with low-precision
-    ops must beat the all-float32 step by more (``win_verdict`` says which bound decided). Whole steps get as many timed runs as fit
-    ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``.
+    ``noise_fraction``: the 1% rule, the floor of the noise: a difference is noise unless it exceeds both this
+    fraction and the noise measured with it (``is_noise``, the rule of ``noise``), so candidates whose
+    estimates all lie within it are not timed, and a placement with low-precision ops must beat the
+    all-float32 step by more (``win_verdict`` says which bound decided). Whole steps get as many timed runs as
+    fit ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``.
     ``cast_sizes``: element counts of the two casts timed to fit the cast cost model.
 
     Stopping early: timed rounds (of op pairs and of whole steps) stop once the verdict is settled:

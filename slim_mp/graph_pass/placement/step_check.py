@@ -24,7 +24,6 @@ from slim_mp.graph_pass.placement.options import PlacementOptions
 from slim_mp.graph_pass.placement.stopwatch import Timed
 
 
-
 class CheckVerdict(enum.StrEnum):
     """The check's outcome; members are their own strings, as the decisions file and reports write them."""
 

@@ -63,7 +63,8 @@ def until_settled(options: PlacementOptions, reference: int, machine_noise: Opti
     return still_open
 
 
-def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], options: PlacementOptions = PlacementOptions(),
+def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate],
+                         options: PlacementOptions = PlacementOptions(),
                          runs: int = 7, reference: int = 0, machine_noise: Optional[float] = None
                          ) -> List[Optional[Timed]]:
     """One step of each candidate (from ``pool``, warmed up there) timed in up to ``runs`` interleaved

@@ -83,7 +83,8 @@ def _parallelism_rows(float32: StepProfile, mixed: StepProfile) -> List[str]:
         return []
     figures = (("traced step span (ms)", "span_ms", ".1f"), ("sum of op times (ms)", "op_ms", ".1f"),
                ("parallelism (op time / span)", "parallelism", ".2f"),
-               ("critical path (ms)", "critical_path_ms", ".1f"), ("ops on the critical path", "critical_path_ops", ".0f"),
+               ("critical path (ms)", "critical_path_ms", ".1f"),
+               ("ops on the critical path", "critical_path_ops", ".0f"),
                ("critical path over data edges alone (ms)", "data_critical_path_ms", ".1f"),
                ("parallelism the graph allows (op time / critical path)", "available_parallelism", ".2f"),
                (f"idle core time (ms, of {sides[0].cores} cores)", "idle_core_ms", ".1f"),

@@ -39,7 +39,10 @@ def with_precision(config: TrainConfig, precision: str, scratch_dir: str) -> Tra
 
 @contextlib.contextmanager
 def opened_train_step(config: TrainConfig) -> Iterator[Tuple[tf1.Session, tf.Tensor, str]]:
-    """Build ``config``'s training graph (one process, no cluster): (its initialised session, the step's fetch, label)."""
+    """Build ``config``'s training graph (one process, no cluster).
+
+    Returns its initialised session, the step's fetch and its label.
+    """
     layout = ClusterLayout()
     os.makedirs(config.train_dir, exist_ok=True)
     built = build_train_graph(config, layout)

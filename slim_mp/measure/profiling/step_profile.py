@@ -4,15 +4,17 @@
 what it reports is what TensorFlow ran after grappler's rewrites (fused convolutions included),
 not the Python graph:
 
-- per op: its type (the op a user built, see ``slim_mp.op_families``; the executed kernel, such as
-  oneDNN's ``_MklNativeFusedConv2D``, is kept beside it), output dtype, median time over the traced steps and, for convolutions and
-  matrix products (forward and both gradients), the floating-point work and the GFLOP/s achieved;
+- per op: its type (the op a user built, see ``slim_mp.op_families``; the executed kernel, such as oneDNN's
+  ``_MklNativeFusedConv2D``, is kept beside it), output dtype, median time over the traced steps and, for
+  convolutions and matrix products (forward and both gradients), the floating-point work and the GFLOP/s
+  achieved;
 - the traced steps' parallelism and critical path (medians, see ``step_parallelism``);
-- at the step's peak of live tensors: the tensors alive then, their dtypes and the ops that made
-  them. A tensor lives from the start of the op that makes it (its output is allocated while its
-  inputs are still alive) to the end of its last consumer; an output in the buffer of one of its
-  op's inputs (TensorFlow's forwarding) extends that buffer instead of counting twice. This is an estimate of the step's own tensors (activations kept for the
-  backward pass, gradients, temporaries), not of the allocator's bookkeeping or the variables.
+- at the step's peak of live tensors: the tensors alive then, their dtypes and the ops that made them. A
+  tensor lives from the start of the op that makes it (its output is allocated while its inputs are still
+  alive) to the end of its last consumer; an output in the buffer of one of its op's inputs (TensorFlow's
+  forwarding) extends that buffer instead of counting twice. This is an estimate of the step's own tensors
+  (activations kept for the backward pass, gradients, temporaries), not of the allocator's bookkeeping or the
+  variables.
 
 ``profile_interleaved`` profiles several steps (float32 and mixed precision) taking turns.
 """

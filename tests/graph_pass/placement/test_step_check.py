@@ -10,8 +10,8 @@ from slim_mp.graph_pass.placement import Candidate, OpTiming, PlacementOptions, 
 from slim_mp.graph_pass.placement.candidate import all_float32_candidate, static_candidate
 from slim_mp.graph_pass.placement.step_check import CheckVerdict, check_batch, judge
 
-from .fakes import (CLOSE_CALL, FakeMeasure, refuse, refuse_steps, conv_chain, measured_rewrite, FakeSteps, conv_bias_chain,
-                    conv_then_while_loop, fast_convs_slow_steps)
+from .fakes import (CLOSE_CALL, FakeMeasure, refuse, refuse_steps, conv_chain, measured_rewrite, FakeSteps,
+                    conv_bias_chain, conv_then_while_loop, fast_convs_slow_steps)
 
 
 def test_the_whole_step_check_rejects_a_placement_slower_than_float32(tmp_path):

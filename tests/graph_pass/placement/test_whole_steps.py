@@ -169,7 +169,6 @@ def test_a_step_built_ahead_is_not_built_again_and_is_done_before_any_round(monk
         pool.close()
 
 
-
 def test_a_step_built_ahead_opens_before_the_others_are_built(monkeypatch):
     # So that its opening (TensorFlow's work, in the background) overlaps their building (Python's).
     opened_when_built = []
