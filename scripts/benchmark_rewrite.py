@@ -15,6 +15,7 @@ from slim_mp import devices
 from slim_mp.json_files import write_json_atomically
 from slim_mp.measure.benchmark import benchmark_step
 from slim_mp.precision import resolve_precision
+from slim_mp.timing import paired_ratio
 from slim_mp.training import cli
 
 flags.DEFINE_string("model_name", "resnet_v1_50", "Network name of nets_factory.")
@@ -48,7 +49,7 @@ def main() -> None:
     print(f"{'config':<10} {'median s/step':>14} {'vs float32':>11} {'vs grappler':>12} {'vs floor':>9} "
           f"{'casts run':>10} {'casts built':>12}")
     for name, values in times.items():
-        ratios = {base: benchmark_step.paired_ratio(times, name, base) if base in times else None
+        ratios = {base: paired_ratio(times[name], times[base]) if base in times else None
                   for base in ("float32", "grappler", "floor")}
         row = {"config": name, "median_seconds": statistics.median(values),
                **{f"vs_{base}": ratio for base, ratio in ratios.items()},

@@ -76,7 +76,8 @@ import tensorflow as tf  # noqa: E402
 from slim_mp.datasets import get_dataset  # noqa: E402
 from slim_mp.devices import (DeviceInfo, detect_device, precision_support, preferred_low_precision,  # noqa: E402
                              speed_outlook)
-from slim_mp.graph_pass.placement import DECISIONS_FILE_NAME, PlacementOptions  # noqa: E402
+from slim_mp.graph_pass import DECISIONS_FILE_NAME, PlacementOptions  # noqa: E402
+from slim_mp.timing import paired_ratio  # noqa: E402
 from slim_mp.measure.benchmark import benchmark_step  # noqa: E402
 from slim_mp.training import (EvalConfig, LearningRateSettings, OptimizerSettings, PrecisionOptions,  # noqa: E402
                               TrainConfig, cli, evaluate, prepare_output_dir, train)
@@ -261,7 +262,7 @@ def time_side_by_side(precision: str, image_size: int, seconds: float, options: 
     plan = steps["slim_mp"].placement
     return SpeedComparison(
         image_size, len(times["float32"]), statistics.median(times["float32"]), statistics.median(times["slim_mp"]),
-        1.0 / benchmark_step.paired_ratio(times, "slim_mp", "float32"), build_seconds["float32"],
+        1.0 / paired_ratio(times["slim_mp"], times["float32"]), build_seconds["float32"],
         build_seconds["slim_mp"], len(plan.low_ops) if plan else 0, len(plan.float32_ops) if plan else 0)
 
 

@@ -3,7 +3,7 @@
 Ranks (lower layers never import higher ones, nor a different unit of their own rank):
 
 - 0: ``compat``, ``precision``, ``devices``, ``config_fields``, ``json_files``, ``op_families``,
-  ``markdown_table``
+  ``markdown_table``, ``timing``
 - 1: ``graph_pass``, ``loss_scale``, ``datasets``
 - 2: ``numerics``
 - 3: ``mixed_precision`` (the facade), ``distribute``, ``seams`` (a user's loop's step function and
@@ -15,6 +15,10 @@ Ranks (lower layers never import higher ones, nor a different unit of their own 
 Only modules of rank >= 4 may import the package root (``import slim_mp``, ``from slim_mp import
 name``): below that, importing the root would import the facade, i.e. a higher layer. A module or
 sub-package missing from the table fails, so new code has to be given a rank here.
+
+Sealed units (``SEALED_UNITS``: the graph pass) are imported from outside only as the package
+(``from slim_mp.graph_pass import rewrite``), never by an inner module's path, so moving a module
+inside the pass cannot break a caller.
 
 Also: no module is named like a stdlib module, no two modules define a public top-level
 function or class of the same name, every package's ``__init__`` docstring names each of its
@@ -40,7 +44,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RANKS: Dict[str, int] = {
     "compat": 0, "precision": 0, "devices": 0, "config_fields": 0, "json_files": 0, "op_families": 0,
-    "markdown_table": 0,
+    "markdown_table": 0, "timing": 0,
     "graph_pass": 1, "loss_scale": 1, "datasets": 1,
     "numerics": 2,
     "mixed_precision": 3, "distribute": 3, "seams": 3,
@@ -50,6 +54,8 @@ RANKS: Dict[str, int] = {
 ROOT_MAY_IMPORT = frozenset({"mixed_precision", "seams"} | {unit for unit, rank in RANKS.items() if rank <= 2})
 MIN_RANK_IMPORTING_ROOT = 4
 MAX_MODULE_LINES = 320
+# Units whose surface is their package: code outside them imports ``slim_mp.<unit>``, never a module inside.
+SEALED_UNITS = frozenset({"graph_pass"})
 # Top-level packages of this repository that the library must never import.
 FORBIDDEN_TOP_LEVEL = frozenset({"scripts", "tests"})
 
@@ -168,6 +174,29 @@ def _edge_problem(source_unit: str, edge: Edge, package: str) -> Optional[str]:
     return None
 
 
+def sealed_unit_violations(modules: Dict[str, Module], package: str = PACKAGE) -> List[str]:
+    """One line per import, from outside a sealed unit, that names a module inside it (``import`` and
+    ``from`` statements by the module path they name, relative ones resolved; dynamic imports too)."""
+    problems = []
+    for module in modules.values():
+        source_unit = unit_of(module.name, package)
+        for node in ast.walk(ast.parse(module.source, filename=module.name)):
+            if isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                named = [_resolve_relative(module, node.level, node.module) if node.level else node.module or ""]
+            elif isinstance(node, ast.Call) and _is_dynamic_import(node):
+                named = [node.args[0].value]
+            else:
+                continue
+            for path in named:
+                unit = unit_of(path, package)
+                if unit in SEALED_UNITS and unit != source_unit and path != f"{package}.{unit}":
+                    problems.append(f"{module.name}:{node.lineno} imports {path}: import {package}.{unit} "
+                                    "(its package), not a module inside it")
+    return sorted(problems)
+
+
 def stdlib_named_modules(modules: Dict[str, Module]) -> List[str]:
     """Modules or packages whose own name shadows a stdlib module (``sys.stdlib_module_names``)."""
     return sorted(name for name in modules if name.split(".")[-1] in sys.stdlib_module_names)
@@ -280,6 +309,11 @@ def test_every_import_follows_the_rank_table(package_modules):
     assert not problems, "\n".join(problems)
 
 
+def test_nothing_outside_a_sealed_unit_imports_its_inner_modules(package_modules):
+    problems = sealed_unit_violations(package_modules)
+    assert not problems, "\n".join(problems)
+
+
 def test_no_module_is_named_like_a_stdlib_module(package_modules):
     shadowing = stdlib_named_modules(package_modules)
     assert not shadowing, f"rename these modules, they shadow the stdlib: {shadowing}"
@@ -369,6 +403,20 @@ def test_a_bad_import_is_reported(path, source, expected):
     files[path] = files.get(path, "") + source
     problems = layering_violations(synthetic(files))
     assert any(expected in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize("path, source", [
+    ("measure/parity", "from slim_mp.graph_pass.placement.timing_cache import cache_dir\n"),
+    ("measure/parity", "import slim_mp.graph_pass.paint\n"),
+    ("measure/parity", "from ..graph_pass.placement import PlacementOptions\n"),
+    ("training/loop", "importlib.import_module('slim_mp.graph_pass.rewrite')\n"),
+])
+def test_an_import_of_a_sealed_units_inner_module_is_reported(path, source):
+    files = dict(BASE_FILES)
+    assert sealed_unit_violations(synthetic(files)) == [], "the package itself may be imported"
+    files[path] = files.get(path, "") + source
+    (problem,) = sealed_unit_violations(synthetic(files))
+    assert "import slim_mp.graph_pass (its package), not a module inside it" in problem
 
 
 def test_relative_imports_resolve_against_the_package():

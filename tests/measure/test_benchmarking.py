@@ -164,11 +164,6 @@ def test_the_benchmark_step_keeps_no_copy_of_the_momentum_slots_as_the_training_
     assert first - second < slot_set // 2
 
 
-def test_speedup_is_the_median_of_per_round_ratios():
-    times = {"float32": [2.0, 4.0, 6.0], "fast": [1.0, 1.0, 3.0]}  # per-round ratios 2, 4, 2
-    assert benchmark_step.paired_ratio(times, "float32", "fast") == pytest.approx(2.0)
-
-
 def test_interleaved_times_are_seconds_of_each_call_in_rotating_order():
     calls = []
 

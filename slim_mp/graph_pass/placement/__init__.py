@@ -12,8 +12,8 @@ numbered steps; each module imports only those above it):
 - ``signatures``: what an op's speed depends on (``OpSignature``) and its timing (``OpTiming``, with
   the one margin rule ``charged_low_ms``);
 - ``target``: where the step will run (``MeasuringTarget``: device, session options, training);
-- ``stopwatch``: the timer (``run_ms``), interleaved rounds and their noise estimate (``Timed``);
-- ``noise``: when a timed difference counts (``NoiseVerdict``: beyond the floor and the measured noise);
+- ``noise``: when a timed difference counts (``NoiseRule``, its verdicts: beyond the floor and the measured noise);
+- ``timing_graphs``: the graphs timed: random variables standing in for inputs, a fetch that forces the work;
 - ``micro_benchmark``: one op signature timed alone, in float32 and low;
 - ``candidate``: one placement compared (``Candidate``, with its reasons), the static and all-float32
   references, and ``apply_placement``;
@@ -41,12 +41,14 @@ from slim_mp.graph_pass.placement.options import (CACHE_ENV, PLACEMENT_ENV, PLAC
                                                   PlacementOptions, default_placement, resolve_placement)
 from slim_mp.graph_pass.placement.plan import PlacementPlan, emulated_placement
 from slim_mp.graph_pass.placement.step_check import StepCheck
-from slim_mp.graph_pass.placement.stopwatch import Timed
+from slim_mp.graph_pass.placement.noise import NoiseRule
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
+from slim_mp.graph_pass.placement.timing_cache import cache_dir as timing_cache_dir
 
 __all__ = [
     "Candidate", "apply_placement", "DECISIONS_FILE_NAME", "measured_placement", "CACHE_ENV", "PLACEMENT_ENV",
     "PLACEMENTS", "TIMINGS_FILE_ENV", "PlacementOptions", "default_placement", "resolve_placement",
-    "PlacementPlan", "emulated_placement", "StepCheck", "Timed", "MeasuringTarget", "OpSignature", "OpTiming",
+    "PlacementPlan", "emulated_placement", "StepCheck", "NoiseRule", "MeasuringTarget", "OpSignature", "OpTiming",
+    "timing_cache_dir",
 ]

@@ -19,7 +19,7 @@ class Candidate:
     why (recorded by the rule that demoted it); ``estimated_ms`` and ``step_ms``, its estimate and its
     timed whole step (None until timed); ``step_noise``, the noise of comparing that step with the
     all-float32 step timed in the same rounds, or with the first of its batch when float32 was not
-    timed (``stopwatch.relative_noise``).
+    timed (``slim_mp.timing.relative_noise``).
     """
 
     float32_ops: FrozenSet[str]

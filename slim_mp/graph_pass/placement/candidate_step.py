@@ -24,8 +24,8 @@ from tensorflow.core.framework import graph_pb2
 from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.placement.region_copy import RegionCopy
-from slim_mp.graph_pass.placement.stopwatch import (first_values, import_variables, initializer_names, random_variable,
-                                                    variable_like, variables_initializer)
+from slim_mp.graph_pass.placement.timing_graphs import (first_values, import_variables, initializer_names,
+                                                        random_variable, variable_like, variables_initializer)
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
@@ -37,7 +37,7 @@ class CandidateStep:
     """One candidate's step, ready to run: ``session.run(target)`` runs forward, backward and the updates.
 
     ``target``'s first value is the first objective (the loss); ``substitutes`` maps each replaced
-    tensor's name to the read of the variable standing in for it (``stopwatch.load_variables`` sets
+    tensor's name to the read of the variable standing in for it (``timing_graphs.load_variables`` sets
     values there to reproduce a batch). ``run``: the session's callable of ``target``, the one the
     warm-up ran (a new callable pays grappler and the executor again on its first call); None
     when the warm-up failed.

@@ -22,7 +22,7 @@
    noise, else static if that does (timed then beside all float32), else all float32. Built steps
    are kept for the decision (``candidate_step.StepPool``, which opens each in the background while
    the next is built); every batch of rounds stops once its verdicts are settled
-   (``PlacementOptions.settled``), the check's also once clear in every round (``noise.is_clear``,
+   (``NoiseRule.settled``), the check's also once clear in every round (``NoiseRule.is_clear``,
    the bound from the micro-benchmarks' noise: ``SearchContext.machine_noise``).
 6. The plan (``PlacementPlan``): the chosen ops kept float32 with their reasons, the low ops, the
    estimates of the chosen, static and all-float32 placements, every candidate compared, the check.

@@ -5,7 +5,7 @@ creates (``Conv2DBackpropInput``/``Filter``, ...), once in float32 and once in t
 already low: the op's own cost), all in one standalone session (``MeasuringTarget.op_session``),
 warmed up, then ``runs`` interleaved rounds (each float32 variant beside its low twin, alternating
 which goes first): the fastest of each, and the noise of the low/float32 comparison from the
-spread of the per-round ratios (``stopwatch.relative_noise``). A cast pair (to low and back) is
+spread of the per-round ratios (``slim_mp.timing.relative_noise``). A cast pair (to low and back) is
 timed the same way for the cast cost model. The signatures' inputs are shared where their shape
 and type are (``SharedInputs``).
 """
@@ -19,8 +19,9 @@ from tensorflow.python.framework import op_def_registry
 
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming
 from slim_mp.graph_pass.placement.target import MeasuringTarget
-from slim_mp.graph_pass.placement.stopwatch import (StillOpen, first_values, interleaved_ms, random_variable,
-                                                    timed_against, variable_of, variables_initializer)
+from slim_mp.graph_pass.placement.timing_graphs import (first_values, random_variable, variable_of,
+                                                        variables_initializer)
+from slim_mp.timing import StillOpen, interleaved_ms, timed_against
 
 # settled(low rounds, float32 rounds) -> whether the pair's verdict is clear enough to stop timing it.
 Settled = Callable[[Sequence[float], Sequence[float]], bool]
@@ -120,17 +121,18 @@ def open_pairs(settled: Settled) -> StillOpen:
 class PairRounds:
     """How the pairs are timed: ``warmup`` untimed runs each, then up to ``runs`` rounds, fewer for a
     pair once ``settled(low rounds, float32 rounds)`` says its two times are far enough apart
-    (``PlacementOptions.settled``; None: all ``runs``). ``before_rounds`` is called between the
-    warm-ups and the first timed round (``interleaved_ms``)."""
+    (``NoiseRule.settled``; None: all ``runs``). ``before_rounds`` is called between the
+    warm-ups and the first timed round (``interleaved_ms``). The values come from
+    ``PlacementOptions`` (``timing_cache.timings_for``): no defaults here to contradict them."""
 
-    warmup: int = 2
-    runs: int = 7
-    settled: Optional[Settled] = None
+    warmup: int
+    runs: int
+    settled: Optional[Settled]
     before_rounds: Optional[Callable[[], object]] = None
 
 
-def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, target: MeasuringTarget = MeasuringTarget(),
-                    rounds: PairRounds = PairRounds()) -> Dict[OpSignature, OpTiming]:
+def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, target: MeasuringTarget,
+                    rounds: PairRounds) -> Dict[OpSignature, OpTiming]:
     """Time each signature in float32 and in ``precision`` (a cast pair: low only) in one standalone
     session, in ``rounds``.
 
@@ -154,7 +156,8 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, targ
     with target.op_session(graph) as session:
         session.run(init)
         flat = [session.make_callable(fetch) for pair in targets.values() for fetch in pair]
-        times = interleaved_ms(flat, rounds.warmup, rounds.runs, open_pairs(rounds.settled) if rounds.settled else None,
+        times = interleaved_ms(flat, rounds.runs, warmup=rounds.warmup, dropped_on=(tf.errors.OpError,),
+                               still_open=open_pairs(rounds.settled) if rounds.settled else None,
                                before_rounds=rounds.before_rounds)
         for index, signature in enumerate(targets):
             float32_rounds, low_rounds = times[2 * index], times[2 * index + 1]

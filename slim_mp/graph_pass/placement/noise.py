@@ -1,15 +1,18 @@
 """The noise rule: when a timed difference counts, and the verdict of a low-precision time against float32.
 
-A difference is noise unless it exceeds both a floor (``PlacementOptions.noise_fraction``, the 1%
-rule) and the noise measured with it (``stopwatch.relative_noise`` of the rounds both were timed
-in). Why both: a floor alone trusts a busy machine's timings too much, a measured noise alone
-trusts a quiet machine's two lucky rounds. The search (whether to time whole steps, which step
-wins) and the whole-step check (``step_check``) decide by this rule only.
+A difference is noise unless it exceeds both a floor (``NoiseRule.floor``, the 1% rule) and the
+noise measured with it (``slim_mp.timing.relative_noise`` of the rounds both were timed in). Why
+both: a floor alone trusts a busy machine's timings too much, a measured noise alone trusts a
+quiet machine's two lucky rounds. The search (whether to time whole steps, which step wins), the
+rounds' early stop and the whole-step check (``step_check``) decide by this rule only: one frozen
+``NoiseRule`` (held by ``PlacementOptions.noise``) and its verbs.
 """
 
 import dataclasses
 import statistics
 from typing import Optional, Sequence
+
+from slim_mp.timing import relative_noise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,25 +27,92 @@ class NoiseVerdict:
     sentence: str
 
 
-def noise_bound(floor: float, measured_noise: float = 0.0) -> float:
-    """The fraction a difference must exceed to count: ``max(floor, measured_noise)``."""
-    return max(floor, measured_noise)
+@dataclasses.dataclass(frozen=True)
+class NoiseRule:
+    """When a timed difference counts, and when timing may stop.
 
-
-def is_noise(smaller_ms: float, larger_ms: float, floor: float, measured_noise: float = 0.0) -> bool:
-    """Whether ``larger_ms`` exceeds ``smaller_ms`` by no more than the noise (``noise_bound``)."""
-    return larger_ms <= smaller_ms * (1 + noise_bound(floor, measured_noise))
-
-
-def is_settled(first_ms: float, second_ms: float, floor: float, measured_noise: float, factor: float) -> bool:
-    """Whether the two times differ, either way, by more than ``factor`` times the noise bound.
-
-    Then more rounds would not change the verdict: they can only lower each fastest time a little,
-    and the bound checked after every round is ``factor`` times the one the verdict uses, so the
-    extra chances a sequential look gives a lucky round do not make a win out of noise.
+    ``floor``: the 1% rule: a difference is noise unless it exceeds both this fraction and the
+    noise measured with it (``bound``). ``settle_factor``: rounds stop once the two times compared
+    differ, either way, by more than this many bounds (``settled``). 2: the verdict is looked at
+    after every round, so a lucky round gets several chances; twice the bound leaves that room,
+    and a margin that large (a 1.7x faster convolution) needs no more rounds to be told.
+    ``reuse_factor``: the whole-step check reuses the search's timing of the chosen step beside all
+    float32 when it won there by more than this many bounds (``reusable``). 4: the chosen one is
+    the fastest of several noisy steps, flattered by about their spread (one to two bounds); four
+    leaves a win of two bounds or more once that is taken off. ``clear_factor``: a verdict against
+    all float32 stops after two rounds when every round of one step beat every round of the other
+    by more than this many bounds, the bound from the noise measured just before (``is_clear``). 4,
+    as ``reuse_factor``: only a margin many bounds wide.
     """
-    smaller, larger = sorted((first_ms, second_ms))
-    return not is_noise(smaller, larger, factor * floor, factor * measured_noise)
+
+    floor: float = 0.01
+    settle_factor: float = 2.0
+    reuse_factor: float = 4.0
+    clear_factor: float = 4.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.floor < 1.0:
+            raise ValueError(f"NoiseRule(floor={self.floor!r}) must be a fraction in [0, 1), e.g. 0.01 for 1%.")
+        for name in ("settle_factor", "reuse_factor", "clear_factor"):
+            if getattr(self, name) < 1.0:
+                raise ValueError(f"NoiseRule({name}={getattr(self, name)!r}) must be at least 1 (a number of noise "
+                                 "bounds), e.g. 2.")
+
+    def bound(self, measured_noise: float = 0.0) -> float:
+        """The fraction a difference must exceed to count: ``max(floor, measured_noise)``."""
+        return max(self.floor, measured_noise)
+
+    def is_noise(self, smaller_ms: float, larger_ms: float, measured_noise: float = 0.0, factor: float = 1.0) -> bool:
+        """Whether ``larger_ms`` exceeds ``smaller_ms`` by no more than ``factor`` bounds."""
+        return larger_ms <= smaller_ms * (1 + factor * self.bound(measured_noise))
+
+    def apart(self, first_ms: float, second_ms: float, measured_noise: float, factor: float) -> bool:
+        """Whether the two times differ, either way, by more than ``factor`` times the bound.
+
+        Then more rounds would not change the verdict: they can only lower each fastest time a little,
+        and the bound checked after every round is ``factor`` times the one the verdict uses, so the
+        extra chances a sequential look gives a lucky round do not make a win out of noise.
+        """
+        smaller, larger = sorted((first_ms, second_ms))
+        return not self.is_noise(smaller, larger, measured_noise, factor)
+
+    def settled(self, rounds: Sequence[float], reference_rounds: Sequence[float]) -> bool:
+        """Whether a variant and its reference, timed in the same rounds, are far enough apart to stop
+        (``apart`` at ``settle_factor``, with the noise of these rounds)."""
+        noise = relative_noise(rounds, reference_rounds)
+        return self.apart(min(rounds), min(reference_rounds), noise, self.settle_factor)
+
+    def reusable(self, chosen_ms: float, float32_ms: float, measured_noise: float) -> bool:
+        """Whether a chosen step's win in the search's rounds is wide enough (``reuse_factor`` bounds) to
+        answer the check."""
+        return chosen_ms < float32_ms and self.apart(chosen_ms, float32_ms, measured_noise, self.reuse_factor)
+
+    def is_clear(self, first_rounds: Sequence[float], second_rounds: Sequence[float], prior_noise: float) -> bool:
+        """Whether every round of one beats every round of the other by more than ``clear_factor`` bounds
+        (``prior_noise``: measured before these rounds, on this machine).
+
+        Why it may stop timing after two rounds, before a spread of their own can be measured: a burst of
+        load that flatters one variant has to hit every round of the other and none of its own, and the
+        rounds alternate which goes first. Only a margin many bounds wide, seen in every round, counts.
+        """
+        if not first_rounds or not second_rounds:
+            return False
+        faster, slower = sorted((first_rounds, second_rounds), key=min)
+        return not self.is_noise(max(faster), min(slower), prior_noise, self.clear_factor)
+
+    def win_verdict(self, low_label: str, low_ms: float, float32_ms: float,
+                    measured_noise: float = 0.0) -> NoiseVerdict:
+        """Whether ``low_ms`` (of the placement ``low_label`` names) beats ``float32_ms`` beyond the noise."""
+        compared = f"{low_label} {low_ms:.3f} ms vs float32 {float32_ms:.3f} ms"
+        if low_ms >= float32_ms:
+            slower = low_ms / float32_ms - 1 if float32_ms else 0.0
+            return NoiseVerdict(False, f"{compared}: {percent(slower)} slower")
+        win = percent(float32_ms / low_ms - 1)
+        bound = (f"this machine's measured noise of {percent(measured_noise)}" if measured_noise > self.floor
+                 else f"the {percent(self.floor)} noise floor (measured noise {percent(measured_noise)})")
+        if self.is_noise(low_ms, float32_ms, measured_noise):
+            return NoiseVerdict(False, f"{compared}: a {win} win is inside {bound}")
+        return NoiseVerdict(True, f"{compared}: a {win} win, beyond {bound}")
 
 
 def pooled_noise(pair_noises: Sequence[float]) -> Optional[float]:
@@ -50,35 +120,6 @@ def pooled_noise(pair_noises: Sequence[float]) -> Optional[float]:
     (each estimated from a few rounds; the median is robust to the pairs a burst of load hit);
     None without a pair."""
     return statistics.median(pair_noises) if pair_noises else None
-
-
-def is_clear(first_rounds: Sequence[float], second_rounds: Sequence[float], floor: float, prior_noise: float,
-             factor: float) -> bool:
-    """Whether every round of one beats every round of the other by more than ``factor`` times the
-    noise bound (``prior_noise``: measured before these rounds, on this machine).
-
-    Why it may stop timing after two rounds, before a spread of their own can be measured: a burst of
-    load that flatters one variant has to hit every round of the other and none of its own, and the
-    rounds alternate which goes first. Only a margin many bounds wide, seen in every round, counts.
-    """
-    if not first_rounds or not second_rounds:
-        return False
-    faster, slower = sorted((first_rounds, second_rounds), key=min)
-    return not is_noise(max(faster), min(slower), factor * floor, factor * prior_noise)
-
-
-def win_verdict(low_label: str, low_ms: float, float32_ms: float, floor: float,
-                measured_noise: float = 0.0) -> NoiseVerdict:
-    """Whether ``low_ms`` (of the placement ``low_label`` names) beats ``float32_ms`` beyond the noise."""
-    compared = f"{low_label} {low_ms:.3f} ms vs float32 {float32_ms:.3f} ms"
-    if low_ms >= float32_ms:
-        return NoiseVerdict(False, f"{compared}: {percent(low_ms / float32_ms - 1 if float32_ms else 0.0)} slower")
-    win = percent(float32_ms / low_ms - 1)
-    bound = (f"this machine's measured noise of {percent(measured_noise)}" if measured_noise > floor
-             else f"the {percent(floor)} noise floor (measured noise {percent(measured_noise)})")
-    if is_noise(low_ms, float32_ms, floor, measured_noise):
-        return NoiseVerdict(False, f"{compared}: a {win} win is inside {bound}")
-    return NoiseVerdict(True, f"{compared}: a {win} win, beyond {bound}")
 
 
 def percent(fraction: float) -> str:

@@ -13,11 +13,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.graph_pass.placement.noise import NoiseVerdict, is_noise, is_settled, win_verdict
+from slim_mp.graph_pass.placement.noise import NoiseRule
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
-from slim_mp.graph_pass.placement.stopwatch import Timed, relative_noise
 from slim_mp.graph_pass.placement.target import MeasuringTarget
+from slim_mp.timing import Timed
 
 
 class Placement(enum.StrEnum):
@@ -83,29 +83,14 @@ class PlacementOptions:
     Tuning: ``low_precision_margin``: low times count this fraction more in the estimate (what goes
     low around the allow ops is not timed). ``verify_window``: candidates whose estimate is within
     this fraction of the best are timed as whole steps, at most ``max_timed_candidates``.
-    ``noise_fraction``: the 1% rule, the floor of the noise: a difference is noise unless it exceeds both this
-    fraction and the noise measured with it (``is_noise``, the rule of ``noise``), so candidates whose
-    estimates all lie within it are not timed, and a placement with low-precision ops must beat the
-    all-float32 step by more (``win_verdict`` says which bound decided). Whole steps get as many timed runs as
-    fit ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``.
-    ``cast_sizes``: element counts of the two casts timed to fit the cast cost model.
-
-    Stopping early: timed rounds (of op pairs and of whole steps) stop once the verdict is settled:
-    from the third round on, when the two times compared differ, either way, by more than
-    ``settle_factor`` times the noise bound (``settled``). 2: the verdict is looked at after every
-    round, so a lucky round gets several chances; twice the bound leaves that room, and a margin
-    that large (a 1.7x faster convolution) needs no more rounds to be told. Whole steps settle no
-    earlier than round ``settle_step_runs`` (7): their verdict is the guarantee, and the spread of
-    three ratios can be small by luck (a big network gets only ``min_step_runs`` rounds anyway).
-    ``reuse_factor``: the
-    whole-step check reuses the search's timing of the chosen step beside all float32 when it won
-    there by more than this many times the noise bound (``step_check.reused_check``). 4: the chosen
-    one is the fastest of up to ``max_timed_candidates`` noisy steps, flattered by about their
-    spread (one to two bounds); four leaves a win of two bounds or more once that is taken off.
-    ``clear_factor``: a verdict against all float32 (the check, and static beside all float32)
-    stops after two rounds when every round of one step beat every round of the other by more
-    than this many times the bound, the bound taken from the noise the micro-benchmarks measured
-    just before (``noise.is_clear``). 4, as ``reuse_factor``: only a margin many bounds wide.
+    ``noise``: the noise rule (``NoiseRule``: its floor, the 1% rule, and the factors at which
+    rounds settle, the search's rounds answer the check, and two rounds are clear), so candidates
+    whose estimates all lie within the floor are not timed, and a placement with low-precision ops
+    must beat the all-float32 step beyond the noise. Whole steps get as many timed runs as fit
+    ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``, and
+    settle no earlier than round ``settle_step_runs`` (7): their verdict is the guarantee, and the
+    spread of three ratios can be small by luck (a big network gets only ``min_step_runs`` rounds
+    anyway). ``cast_sizes``: element counts of the two casts timed to fit the cast cost model.
     """
 
     cache_dir: Optional[str] = None
@@ -124,15 +109,12 @@ class PlacementOptions:
     low_precision_margin: float = 0.20
     verify_window: float = 0.35
     max_timed_candidates: int = 6
-    noise_fraction: float = 0.01
+    noise: NoiseRule = NoiseRule()
     step_timing_ms: float = 5000.0
     min_step_runs: int = 3
     max_step_runs: int = 21
     cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
-    settle_factor: float = 2.0
     settle_step_runs: int = 7
-    reuse_factor: float = 4.0
-    clear_factor: float = 4.0
 
     def fixed_timings_file(self) -> Optional[str]:
         """``timings_file``, else ``$SLIM_MP_TIMINGS_FILE``, else None (measure on this device)."""
@@ -150,18 +132,3 @@ class PlacementOptions:
     def times_whole_steps(self) -> bool:
         """Whether whole steps are timed: ``time_steps`` is on and the op timings are not fixed."""
         return self.time_steps and not self.fixed_timings()
-
-    def is_noise(self, smaller_ms: float, larger_ms: float, measured_noise: float = 0.0) -> bool:
-        """``noise.is_noise`` with ``noise_fraction`` as the floor."""
-        return is_noise(smaller_ms, larger_ms, self.noise_fraction, measured_noise)
-
-    def win_verdict(self, low_label: str, low_ms: float, float32_ms: float,
-                    measured_noise: float = 0.0) -> NoiseVerdict:
-        """``noise.win_verdict`` with ``noise_fraction`` as the floor."""
-        return win_verdict(low_label, low_ms, float32_ms, self.noise_fraction, measured_noise)
-
-    def settled(self, rounds: Sequence[float], reference_rounds: Sequence[float]) -> bool:
-        """Whether a variant and its reference, timed in the same rounds, are far enough apart to stop
-        (``noise.is_settled`` at ``settle_factor``, with the noise of these rounds)."""
-        noise = relative_noise(rounds, reference_rounds)
-        return is_settled(min(rounds), min(reference_rounds), self.noise_fraction, noise, self.settle_factor)

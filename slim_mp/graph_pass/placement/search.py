@@ -7,7 +7,7 @@ regions; each with low times counted as measured and with ``low_precision_margin
 within ``verify_window`` of the best estimate, each with its twin that keeps the tail low, are timed
 as whole steps (``whole_steps``) unless their estimates differ by timing noise; the fastest step
 wins, but a placement with low-precision ops must beat the all-float32 step by more than the noise
-(``PlacementOptions.noise_fraction`` or the noise measured in the same rounds, whichever is larger).
+(``NoiseRule.floor`` or the noise measured in the same rounds, whichever is larger).
 Each candidate carries its reasons from the moment it is made: the rule's that found it (per op or
 region flips, at that rule's margin), the whole steps' when they decide.
 """
@@ -124,15 +124,15 @@ def shortlist(candidates: Sequence[Candidate], estimate: Estimator, options: Pla
 def worth_timing(timed: Sequence[Candidate], options: PlacementOptions) -> bool:
     """Whether the candidates' estimates differ by more than the timing's noise."""
     estimates = [c.estimated_ms for c in timed]
-    return len(timed) > 1 and not options.is_noise(min(estimates), max(estimates))
+    return len(timed) > 1 and not options.noise.is_noise(min(estimates), max(estimates))
 
 
 def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming], precision: str,
                     options: PlacementOptions) -> Optional[Candidate]:
     """The fastest timed candidate, its reasons now the whole steps'; all float32 unless beaten beyond the noise.
 
-    Beyond the noise: by more than ``max(noise_fraction, the fastest step's measured noise against the
-    all-float32 step)`` (``PlacementOptions.win_verdict``). None when no candidate's step was timed.
+    Beyond the noise: by more than ``max(noise.floor, the fastest step's measured noise against the
+    all-float32 step)`` (``NoiseRule.win_verdict``). None when no candidate's step was timed.
     """
     with_steps = [c for c in timed if c.step_ms is not None]
     if not with_steps:
@@ -141,7 +141,7 @@ def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming],
     all_float32 = next((c for c in with_steps if c == all_float32_candidate(timings)), None)
     chosen = fastest
     if all_float32 is not None and fastest is not all_float32:
-        wins = options.win_verdict(precision, fastest.step_ms, all_float32.step_ms, fastest.step_noise).wins
+        wins = options.noise.win_verdict(precision, fastest.step_ms, all_float32.step_ms, fastest.step_noise).wins
         chosen = fastest if wins else all_float32
     reasons = {}
     for name in chosen.float32_ops:
@@ -150,7 +150,7 @@ def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming],
             reasons[name] = chosen.reason(name)
             continue
         best_low = min(with_low, key=lambda c: c.step_ms)
-        verdict = options.win_verdict(precision, best_low.step_ms, chosen.step_ms, best_low.step_noise).sentence
+        verdict = options.noise.win_verdict(precision, best_low.step_ms, chosen.step_ms, best_low.step_noise).sentence
         lost = "slower in" if best_low.step_ms >= chosen.step_ms else "not worth"
         alone = f"this op alone {timings[name].low_ms:.3f} vs {timings[name].float32_ms:.3f} ms"
         reasons[name] = (f"{lost} {precision} on this device: {verdict} (whole training steps timed side by side; "

@@ -30,7 +30,7 @@ class OpSignature:
 class OpTiming:
     """Milliseconds of one forward + backward of a signature in float32 and in the low type.
 
-    ``noise``: the noise of the comparison (``stopwatch.relative_noise`` of the low rounds against the
+    ``noise``: the noise of the comparison (``slim_mp.timing.relative_noise`` of the low rounds against the
     float32 ones), 0 when unknown.
     """
 

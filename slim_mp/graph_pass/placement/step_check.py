@@ -4,7 +4,7 @@ The search picks its placement from estimates and, where they are close, from wh
 busy machine either can mislead, and the winner of several noisy timings is the one whose noise
 flattered it most. So a chosen placement that lowers anything is timed once more, fresh, as a whole
 step in the same interleaved rounds as the all-float32 step. It is accepted only if it beats float32
-by more than the noise (``PlacementOptions.win_verdict``); otherwise the static placement, timed
+by more than the noise (``NoiseRule.win_verdict``); otherwise the static placement, timed
 then beside all float32 in rounds of their own, if that beats float32 by more than the noise;
 otherwise all float32. A placement kept low is then never one measured no faster than float32.
 
@@ -19,9 +19,8 @@ import enum
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from slim_mp.graph_pass.placement.candidate import Candidate, lowered_ops, static_candidate
-from slim_mp.graph_pass.placement.noise import is_settled
 from slim_mp.graph_pass.placement.options import PlacementOptions
-from slim_mp.graph_pass.placement.stopwatch import Timed
+from slim_mp.timing import Timed
 
 
 class CheckVerdict(enum.StrEnum):
@@ -75,18 +74,17 @@ def _low_label(chosen: Candidate, all_float32: Candidate, precision: str) -> str
 def reused_check(timed: Sequence[Candidate], chosen: Candidate, all_float32: Candidate, precision: str,
                  options: PlacementOptions) -> Optional[Tuple[Candidate, StepCheck]]:
     """The check answered by the search's whole steps (``timed``), when the chosen step beat the
-    all-float32 one there by more than ``options.reuse_factor`` times the noise bound; else None."""
+    all-float32 one there by more than ``NoiseRule.reuse_factor`` times the noise bound; else None."""
     steps = {c: c for c in timed if c.step_ms is not None}
     chosen_step, float32_step = steps.get(chosen), steps.get(all_float32)
-    if chosen_step is None or float32_step is None or chosen_step.step_ms >= float32_step.step_ms:
+    if chosen_step is None or float32_step is None:
         return None
-    if not is_settled(chosen_step.step_ms, float32_step.step_ms, options.noise_fraction, chosen_step.step_noise,
-                      options.reuse_factor):
+    if not options.noise.reusable(chosen_step.step_ms, float32_step.step_ms, chosen_step.step_noise):
         return None
     static_step = steps.get(static_candidate())
-    verdict = options.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.step_ms,
+    verdict = options.noise.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.step_ms,
                                   float32_step.step_ms, chosen_step.step_noise)
-    reason = f"{verdict.sentence}, in the search's rounds, by more than {options.reuse_factor:g}x that bound"
+    reason = f"{verdict.sentence}, in the search's rounds, by more than {options.noise.reuse_factor:g}x that bound"
     return chosen, StepCheck(CheckVerdict.ACCEPTED, reason, chosen_step.step_ms, float32_step.step_ms,
                              static_step.step_ms if static_step else None, chosen_step.step_noise)
 
@@ -105,7 +103,7 @@ def judge(batch: Sequence[Candidate], times: Sequence[Optional[Timed]], precisio
     static = static_candidate()
     record = dict(chosen_ms=chosen_step.ms, float32_ms=float32_step.ms,
                   static_ms=chosen_step.ms if chosen == static else None, noise=chosen_step.noise)
-    verdict = options.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.ms, float32_step.ms,
+    verdict = options.noise.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.ms, float32_step.ms,
                                   chosen_step.noise)
     if verdict.wins:
         return chosen, StepCheck(CheckVerdict.ACCEPTED, verdict.sentence, **record)
@@ -113,7 +111,7 @@ def judge(batch: Sequence[Candidate], times: Sequence[Optional[Timed]], precisio
     static_step, static_float32 = static_times if static_times else (None, None)
     if static_step is not None and static_float32 is not None:
         record["static_ms"] = static_step.ms
-        static_verdict = options.win_verdict(f"the static {precision} placement", static_step.ms,
+        static_verdict = options.noise.win_verdict(f"the static {precision} placement", static_step.ms,
                                              static_float32.ms, static_step.noise)
         if static_verdict.wins:
             kept = dataclasses.replace(static, found_as=static.found_as + ("whole-step check",), reasons={})

@@ -3,7 +3,7 @@
 The cache (``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp/placement``) holds one JSON file per (device,
 TensorFlow version, precision): lists of numbers by text key, so a second build measures nothing:
 an op signature's ``[float32_ms, low_ms, noise]``, a whole step's ``[ms, noise]`` (``noise``: the
-noise of the comparison measured in the same rounds, ``stopwatch.relative_noise``). The file
+noise of the comparison measured in the same rounds, ``slim_mp.timing.relative_noise``). The file
 records its ``schema``; one of an older schema (timings without noise, before schema 2) or a damaged
 one is ignored with a warning and measured again; it is rewritten whole on the next store.
 
@@ -135,7 +135,7 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     missing = [s for s, timing in found.items() if not _is_op_timing(timing)]
     timings = {s: OpTiming(*timing) for s, timing in found.items() if _is_op_timing(timing)}
     if missing:
-        rounds = PairRounds(options.warmup, options.runs, options.settled, before_rounds)
+        rounds = PairRounds(options.warmup, options.runs, options.noise.settled, before_rounds)
         measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target, rounds))
         measured = measure(missing, precision)
         cache.add({s.key(): [t.float32_ms, t.low_ms, t.noise] for s, t in measured.items()})

@@ -2,8 +2,8 @@
 
 The steps come from the decision's ``StepPool`` (``candidate_step``), so a step built for one
 batch is timed again in the next without being built again; they are timed in interleaved
-rounds, each with the noise of its comparison with a reference step (``stopwatch``), until every
-comparison is settled (``PlacementOptions.settled``) or the rounds run out.
+rounds, each with the noise of its comparison with a reference step (``slim_mp.timing``), until every
+comparison is settled (``NoiseRule.settled``) or the rounds run out.
 
 Up to three batches are timed per decision (``StepBatch``): the close candidates of the search
 (``COMPARE``), the chosen placement beside all float32 (``CHECK``, ``step_check``) and, only if
@@ -22,8 +22,7 @@ from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.options import PlacementOptions
-from slim_mp.graph_pass.placement.noise import is_clear
-from slim_mp.graph_pass.placement.stopwatch import MIN_NOISE_ROUNDS, StillOpen, Timed, interleaved_ms, timed_against
+from slim_mp.timing import MIN_NOISE_ROUNDS, StillOpen, Timed, interleaved_ms, timed_against
 
 # What building or running a candidate's step can raise; any of them means "decide on the estimate".
 _STEP_ERRORS = (tf.errors.OpError, ValueError, TypeError, LookupError)
@@ -39,11 +38,11 @@ class StepBatch(enum.StrEnum):
 
 def until_settled(options: PlacementOptions, reference: int, machine_noise: Optional[float] = None) -> StillOpen:
     """Rounds go on for all steps while any step's verdict against step ``reference`` is not settled
-    (``PlacementOptions.settled``), and for at least ``options.settle_step_runs`` rounds; a reference
+    (``NoiseRule.settled``), and for at least ``options.settle_step_runs`` rounds; a reference
     that did not run leaves them all to the last round.
 
     With ``machine_noise`` (the noise measured just before), every verdict clear in every round so
-    far (``noise.is_clear`` at ``options.clear_factor``) also settles them, from the second round on.
+    far (``NoiseRule.is_clear``) also settles them, from the second round on.
     """
 
     def still_open(times: List[List[float]]) -> List[int]:
@@ -52,21 +51,19 @@ def until_settled(options: PlacementOptions, reference: int, machine_noise: Opti
             return everyone
         others = [values for index, values in enumerate(times) if values and index != reference]
         if machine_noise is not None and all(
-                is_clear(values, times[reference], options.noise_fraction, machine_noise, options.clear_factor)
+                options.noise.is_clear(values, times[reference], machine_noise)
                 for values in others):
             return []
         if len(times[reference]) < options.settle_step_runs:
             return everyone
-        settled = all(options.settled(values, times[reference]) for values in others)
+        settled = all(options.noise.settled(values, times[reference]) for values in others)
         return [] if settled else everyone
 
     return still_open
 
 
-def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate],
-                         options: PlacementOptions = PlacementOptions(),
-                         runs: int = 7, reference: int = 0, machine_noise: Optional[float] = None
-                         ) -> List[Optional[Timed]]:
+def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], options: PlacementOptions, runs: int,
+                         reference: int = 0, machine_noise: Optional[float] = None) -> List[Optional[Timed]]:
     """One step of each candidate (from ``pool``, warmed up there) timed in up to ``runs`` interleaved
     rounds, fewer once every step's verdict against candidate ``reference`` is settled: its fastest
     milliseconds and the noise of comparing it with candidate ``reference``; None for one that
@@ -78,7 +75,8 @@ def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate],
     pool.start(candidates)
     steps = [pool.step(candidate) for candidate in candidates]
     pool.wait_idle()
-    rounds = interleaved_ms([step.run for step in steps], 0, runs, until_settled(options, reference, machine_noise),
+    rounds = interleaved_ms([step.run for step in steps], runs,
+                            still_open=until_settled(options, reference, machine_noise),
                             first_look=MIN_NOISE_ROUNDS if machine_noise is None else 2)
     return [Timed(timed.ms, machine_noise) if timed is not None and machine_noise is not None and index != reference
             and len(rounds[index]) < MIN_NOISE_ROUNDS else timed

@@ -5,7 +5,8 @@ static op lists (every allow op low).
 
 Every configuration is built in its own graph and session inside one process, then timed
 interleaved (A, B, C, D, B, C, D, A, ...) so that machine noise hits all of them alike. Results:
-the median step time per configuration, and per pair the median of the round-by-round ratios.
+the median step time per configuration, and per pair the median of the round-by-round ratios
+(``slim_mp.timing.paired_ratio``).
 Used by ``scripts/benchmark_rewrite.py`` and, through ``slim_mp.measure.benchmark.suite``, ``scripts/benchmark.py``.
 """
 
@@ -21,8 +22,8 @@ import slim_mp
 from nets import nets_factory
 from slim_mp.devices import device_type
 from slim_mp.graph_pass import PlacementOptions, PlacementPlan
-from slim_mp.graph_pass.placement.stopwatch import run_ms
 from slim_mp.loss_scale import unfolded_slot_initializers
+from slim_mp.timing import RoundOrder, interleaved_ms
 
 CONFIGS = ("float32", "slim_mp", "slim_mp_static", "grappler", "floor")
 # The placement each slim_mp configuration asks the pass for.
@@ -119,29 +120,15 @@ def executed_casts(step: BenchmarkStep) -> int:
 
 def interleaved_times(runs: Dict[str, Callable[[], None]], rounds: int, warmup: int,
                       progress: Optional[Callable[[str], None]] = None) -> Dict[str, List[float]]:
-    """Seconds per call of each run, round by round in rotating order, after ``warmup`` untimed calls each.
-
-    Rotating (A B C, B C A, C A B, ...): each run goes first equally often. Each call is timed by the
-    placement's ``run_ms``, so an error a run raises (an op's own ``OpError``) reaches the caller.
-    """
+    """Seconds per call of each named run, by the project's clock (``slim_mp.timing.interleaved_ms``):
+    ``warmup`` untimed calls each, then ``rounds`` rounds in rotating order (each run goes first
+    equally often). An error a run raises (an op's own ``OpError``) reaches the caller."""
     names = list(runs)
-    for name in names:
-        for _ in range(warmup):
-            runs[name]()
-    times: Dict[str, List[float]] = {name: [] for name in names}
-    for round_index in range(rounds):
-        order = names[round_index % len(names):] + names[:round_index % len(names)]
-        for name in order:
-            times[name].append(run_ms(runs[name]) / 1000.0)
-        if progress:
-            progress(f"round {round_index + 1}/{rounds}: " + " ".join(
-                f"{n}={statistics.median(t):.3f}s" for n, t in times.items()))
-    return times
 
+    def report(done: int, times: List[List[float]]) -> None:
+        progress(f"round {done}/{rounds}: " + " ".join(
+            f"{name}={statistics.median(values) / 1000.0:.3f}s" for name, values in zip(names, times)))
 
-def paired_ratio(times: Dict[str, List[float]], name: str, baseline: str) -> float:
-    """Median over rounds of ``name``'s time divided by ``baseline``'s in the same round.
-
-    Both ran seconds apart, so slow drifts of a shared machine cancel out of each ratio.
-    """
-    return statistics.median(a / b for a, b in zip(times[name], times[baseline]))
+    rounds_ms = interleaved_ms([runs[name] for name in names], rounds, warmup=warmup, order=RoundOrder.ROTATE,
+                               progress=report if progress else None)
+    return {name: [ms / 1000.0 for ms in values or []] for name, values in zip(names, rounds_ms)}

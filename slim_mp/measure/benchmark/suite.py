@@ -30,6 +30,7 @@ from slim_mp.measure.benchmark import benchmark_step, peak_memory, under_load
 from slim_mp.measure.benchmark.batch_budget import DEFAULT_MAX_BATCH, MIB, largest_batch_within
 from slim_mp.measure.benchmark.suite_results import BASELINE, BatchFit, Settings, SuiteRun, Variant, VariantResult
 from slim_mp.precision import resolve_precision
+from slim_mp.timing import paired_ratio
 
 LOW_PRECISION_CONFIGS = ("slim_mp", "slim_mp_static", "grappler", "floor")
 _MAX_REASON = 200
@@ -238,7 +239,7 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
         results.append(VariantResult(
             model=model, label=label, config=variant.config, precision=variant.precision,
             native=native, median_seconds=median, images_per_second=settings.batch_size / median,
-            speedup_vs_float32=benchmark_step.paired_ratio(times, BASELINE, label),
+            speedup_vs_float32=paired_ratio(times[BASELINE], times[label]),
             step_seconds=tuple(times[label]), casts_executed=casts[label],
             casts_in_graph=steps[label].graph_casts, pass_seconds=steps[label].pass_seconds,
             peak_memory_bytes=memory[label].peak_bytes, baseline_memory_bytes=memory[label].baseline_bytes,

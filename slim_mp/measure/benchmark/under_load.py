@@ -21,6 +21,7 @@ import tensorflow as tf
 from slim_mp.graph_pass import PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step
 from slim_mp.measure.benchmark.suite_results import QuietRetiming, VariantResult
+from slim_mp.timing import paired_ratio
 
 # Says it runs (one line on stdout), then spins until its parent (the pid it is given: read at its own
 # start, the parent could already be gone) is gone: a load never outlives the benchmark that started it.
@@ -127,8 +128,7 @@ def retime_quietly(result: VariantResult, baseline: Optional[VariantResult], dec
     model, label = result.model, result.label
     loaded = None
     if baseline is not None and result.step_seconds and baseline.step_seconds:
-        loaded = benchmark_step.paired_ratio({label: result.step_seconds, "float32": baseline.step_seconds}, label,
-                                             "float32")
+        loaded = paired_ratio(result.step_seconds, baseline.step_seconds)
     path = decisions_path(decisions_dir, model, label)
     record = QuietRetiming(model, label, background_load, path, loaded_ratio=loaded)
     if not os.path.exists(path):
@@ -154,7 +154,7 @@ def retime_quietly(result: VariantResult, baseline: Optional[VariantResult], dec
         check=plan.check.verdict if plan.check else None,
         quiet_float32_ms=1000 * statistics.median(times["float32"]),
         quiet_slim_mp_ms=1000 * statistics.median(times[label]),
-        quiet_ratio=benchmark_step.paired_ratio(times, label, "float32"), quiet_step_seconds=times)
+        quiet_ratio=paired_ratio(times[label], times["float32"]), quiet_step_seconds=times)
 
 
 def summary_lines(retimings: Sequence[QuietRetiming]) -> List[str]:

@@ -13,7 +13,6 @@ thousand times slower than float32's, so the full-size one would take minutes.
 
 import dataclasses
 import os
-import statistics
 from typing import Dict, Optional
 
 import numpy as np
@@ -21,8 +20,8 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.devices import DeviceInfo, precision_support
-from slim_mp.graph_pass.placement.stopwatch import run_ms
-from slim_mp.graph_pass.placement.timing_cache import cache_dir as timing_cache_dir
+from slim_mp.graph_pass import timing_cache_dir
+from slim_mp.timing import median_ms
 from slim_mp.json_files import JsonFileError, MappingOf, read_json_file, write_json_atomically
 
 tf1 = tf.compat.v1
@@ -49,12 +48,6 @@ class DevicePeak:
     emulated: bool = False
 
 
-def _median_seconds(session: tf1.Session, fetch, runs: int) -> float:
-    """Median seconds of ``runs`` runs of ``fetch`` after one untimed run (an op's error propagates)."""
-    session.run(fetch)
-    return statistics.median(run_ms(lambda: session.run(fetch)) for _ in range(runs)) / 1000.0
-
-
 def measure_peak(precision: str, emulated: bool = False, runs: int = 5) -> DevicePeak:
     """Time the benchmark convolution and matrix product in ``precision`` (inputs stay on the device).
 
@@ -73,8 +66,8 @@ def measure_peak(precision: str, emulated: bool = False, runs: int = 5) -> Devic
         matmul = tf.reduce_sum(tf.matmul(low[2], low[3]))
         with tf1.Session(graph=graph) as session:
             session.run(tf1.global_variables_initializer())
-            conv_seconds = _median_seconds(session, conv.op, runs)
-            matmul_seconds = _median_seconds(session, matmul.op, runs)
+            conv_seconds = median_ms(lambda: session.run(conv.op), runs) / 1000.0
+            matmul_seconds = median_ms(lambda: session.run(matmul.op), runs) / 1000.0
     conv_flops = 2 * int(np.prod(conv_input[:3])) * int(np.prod(CONV_FILTER))
     matmul_flops = 2 * size ** 3
     return DevicePeak(precision, conv_flops / conv_seconds / 1e9, matmul_flops / matmul_seconds / 1e9, emulated)

@@ -22,11 +22,11 @@ not the Python graph:
 import dataclasses
 import os
 import statistics
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.graph_pass.placement.stopwatch import run_ms
+from slim_mp.timing import RoundOrder, interleaved_ms
 from slim_mp.measure.profiling.step_parallelism import (CAST_TYPE, StepParallelism, executed_node_defs,
                                                         median_parallelism, step_parallelism, timed_node_stats,
                                                         traced_ops)
@@ -125,19 +125,20 @@ def profile_interleaved(steps: Sequence[Tuple[tf1.Session, Any, str]], traced_st
     """
     if traced_steps < 1 or timed_steps < 1:
         raise ValueError(f"traced_steps={traced_steps} and timed_steps={timed_steps} must be at least 1.")
-    for _ in range(warmup_steps):
-        for session, fetches, _ in steps:
-            session.run(fetches)
-    walls: List[List[float]] = [[] for _ in steps]
-    for _ in range(timed_steps):
-        for index, (session, fetches, _) in enumerate(steps):
-            walls[index].append(run_ms(lambda: session.run(fetches)))
+    walls = interleaved_ms([lambda session=session, fetches=fetches: session.run(fetches)
+                            for session, fetches, _ in steps], timed_steps, warmup=warmup_steps,
+                           order=RoundOrder.ROTATE)
     options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE, output_partition_graphs=True)
     traces: List[List[tf1.RunMetadata]] = [[] for _ in steps]
-    for _ in range(traced_steps):
-        for index, (session, fetches, _) in enumerate(steps):
-            traces[index].append(tf1.RunMetadata())
-            session.run(fetches, options=options, run_metadata=traces[index][-1])
+
+    def traced_run(session: tf1.Session, fetches, into: List[tf1.RunMetadata]) -> Callable[[], None]:
+        def run() -> None:
+            into.append(tf1.RunMetadata())
+            session.run(fetches, options=options, run_metadata=into[-1])
+        return run
+
+    interleaved_ms([traced_run(session, fetches, into) for (session, fetches, _), into in zip(steps, traces)],
+                   traced_steps, order=RoundOrder.ROTATE)
     cores = cores or len(os.sched_getaffinity(0))
     profiles = []
     for (_, _, label), step_walls, metadata_list in zip(steps, walls, traces):

@@ -10,7 +10,8 @@ import tf_slim as slim
 
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import PaintConfig
-from slim_mp.graph_pass.placement import OpTiming, PlacementOptions, Timed
+from slim_mp.graph_pass.placement import OpTiming, PlacementOptions
+from slim_mp.timing import Timed
 from slim_mp.graph_pass.placement.region_copy import copy_region
 from slim_mp.graph_pass.region import select_region
 from slim_mp.graph_pass.rewrite import rewrite

@@ -8,7 +8,8 @@ import os
 import pytest
 
 from slim_mp.graph_pass import placement
-from slim_mp.graph_pass.placement import OpTiming, Timed, timing_cache, whole_steps
+from slim_mp.graph_pass.placement import OpTiming, timing_cache, whole_steps
+from slim_mp.timing import Timed
 
 from .fakes import FakeMeasure, refuse, conv_chain, measured_rewrite
 

@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement import MeasuringTarget
-from slim_mp.graph_pass.placement import stopwatch
+from slim_mp import timing
+from slim_mp.graph_pass.placement import timing_graphs
 from slim_mp.graph_pass.placement.micro_benchmark import PairRounds, micro_benchmark, open_pairs
 from slim_mp.graph_pass.placement.signatures import cast_signature, op_signature
 
@@ -18,7 +19,7 @@ def test_micro_benchmark_builds_forward_and_backprop_ops():
         conv = tf.nn.conv2d(tf.ones([2, 6, 6, 3]), tf.ones([3, 3, 3, 4]), strides=2, padding="SAME")
         matmul = tf.matmul(tf.ones([4, 5]), tf.ones([5, 3]), transpose_a=False)
     signatures = [op_signature(conv.op), op_signature(matmul.op), cast_signature(64)]
-    timings = micro_benchmark(signatures, tf.bfloat16, rounds=PairRounds(warmup=1, runs=1))
+    timings = micro_benchmark(signatures, tf.bfloat16, MeasuringTarget(), PairRounds(warmup=1, runs=1, settled=None))
     assert set(timings) == set(signatures)
     assert all(t.low_ms > 0 for t in timings.values())
     assert timings[signatures[2]].float32_ms == 0.0
@@ -33,7 +34,7 @@ def test_inference_timing_builds_no_backprop_ops(monkeypatch):
     conv = op_signature(conv_chain()[0].get_operation_by_name("conv0"))
     for training in (True, False):
         assert set(micro_benchmark([conv], tf.bfloat16, MeasuringTarget(training=training),
-                                   PairRounds(warmup=1, runs=1))) == {conv}
+                                   PairRounds(warmup=1, runs=1, settled=None))) == {conv}
     backprop = [{op.type for op in graph.get_operations()} & {"Conv2DBackpropInput", "Conv2DBackpropFilter"}
                 for graph in graphs]
     assert backprop == [{"Conv2DBackpropInput", "Conv2DBackpropFilter"}, set()]
@@ -42,15 +43,15 @@ def test_inference_timing_builds_no_backprop_ops(monkeypatch):
 @pytest.mark.executed_ops
 def test_a_pair_stops_being_timed_once_settled_says_so(monkeypatch):
     calls = []
-    real_run_ms = stopwatch.run_ms
-    monkeypatch.setattr(stopwatch, "run_ms", lambda run: calls.append(run) or real_run_ms(run))
+    real_run_ms = timing.run_ms
+    monkeypatch.setattr(timing, "run_ms", lambda run: calls.append(run) or real_run_ms(run))
     conv = op_signature(conv_chain()[0].get_operation_by_name("conv0"))
     signatures = [conv, cast_signature(64)]
-    assert set(micro_benchmark(signatures, tf.bfloat16, rounds=PairRounds(0, 7, lambda low, base: True))) == set(
-        signatures)
-    assert len(calls) == 2 * 2 * stopwatch.MIN_NOISE_ROUNDS, "every pair settled at the third round"
+    settled_at_once = PairRounds(0, 7, lambda low, base: True)
+    assert set(micro_benchmark(signatures, tf.bfloat16, MeasuringTarget(), settled_at_once)) == set(signatures)
+    assert len(calls) == 2 * 2 * timing.MIN_NOISE_ROUNDS, "every pair settled at the third round"
     calls.clear()
-    micro_benchmark(signatures, tf.bfloat16, rounds=PairRounds(0, 7, lambda low, base: False))
+    micro_benchmark(signatures, tf.bfloat16, MeasuringTarget(), PairRounds(0, 7, lambda low, base: False))
     assert len(calls) == 2 * 2 * 7
 
 
@@ -72,7 +73,7 @@ def test_without_grappler_a_micro_benchmark_runs_the_same_compute_kernels():
     graph = tf.Graph()
     with graph.as_default():
         targets = [_train_target(conv, dtype, training=True) for dtype in (tf.float32, tf.bfloat16)]
-        init = stopwatch.variables_initializer()
+        init = timing_graphs.variables_initializer()
     compute = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
     executed = []
     for session in (MeasuringTarget().session(graph), MeasuringTarget().op_session(graph)):
@@ -97,7 +98,7 @@ def _micro_graph(monkeypatch, signatures) -> tf.Graph:
     real_session = MeasuringTarget.op_session
     monkeypatch.setattr(MeasuringTarget, "op_session",
                         lambda self, graph: graphs.append(graph) or real_session(self, graph))
-    micro_benchmark(signatures, tf.bfloat16, rounds=PairRounds(warmup=0, runs=1))
+    micro_benchmark(signatures, tf.bfloat16, MeasuringTarget(), PairRounds(warmup=0, runs=1, settled=None))
     return graphs[0]
 
 

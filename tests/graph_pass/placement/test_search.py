@@ -8,7 +8,8 @@ machine's speed.
 import pytest
 import tensorflow as tf
 
-from slim_mp.graph_pass.placement import OpTiming, Timed
+from slim_mp.graph_pass.placement import OpTiming
+from slim_mp.timing import Timed
 from slim_mp.graph_pass.placement.search import choose_demoted, find_candidates, per_op_reason, per_op_slower
 from slim_mp.graph_pass.rewrite import rewrite
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from slim_mp.graph_pass.placement import Candidate, OpTiming, PlacementOptions, Timed
+from slim_mp.graph_pass.placement import Candidate, OpTiming, PlacementOptions
+from slim_mp.timing import Timed
 from slim_mp.graph_pass.placement.candidate import all_float32_candidate, static_candidate
 from slim_mp.graph_pass.placement.step_check import CheckVerdict, check_batch, judge
 

@@ -10,9 +10,11 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, PlacementOptions, Timed, whole_steps
-from slim_mp.graph_pass.placement import candidate_step, stopwatch
-from slim_mp.graph_pass.placement.stopwatch import load_variables
+from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, NoiseRule, PlacementOptions, whole_steps
+from slim_mp.timing import Timed
+from slim_mp import timing
+from slim_mp.graph_pass.placement import candidate_step
+from slim_mp.graph_pass.placement.timing_graphs import load_variables
 from slim_mp.graph_pass.placement.candidate_step import StepPool, build_candidate_step
 from slim_mp.graph_pass.placement.whole_steps import StepBatch
 
@@ -66,12 +68,12 @@ def test_time_candidate_steps_returns_one_time_per_candidate():
     pool = StepPool(copy, CONFIG, MeasuringTarget())
     candidates = [Candidate(frozenset()), Candidate(allow_names(copy)), Candidate(frozenset(), tail_low=True)]
     try:
-        times = whole_steps.time_candidate_steps(pool, candidates, runs=3)
+        times = whole_steps.time_candidate_steps(pool, candidates, PlacementOptions(), runs=3)
         assert len(times) == 3 and all(t is not None and t.ms > 0 and t.noise >= 0 for t in times)
         assert times[0].noise == 0.0, "the reference step has no noise against itself"
         static_step = pool.step(candidates[0])
         assert static_step.run is not None, "warmed up, through the callable the timing runs"
-        whole_steps.time_candidate_steps(pool, candidates[:1], runs=3)
+        whole_steps.time_candidate_steps(pool, candidates[:1], PlacementOptions(), runs=3)
         assert pool.step(Candidate(frozenset(), found_as=("another label",))) is static_step, "built once"
         pool.keep_only(candidates[:1])
         assert pool.step(candidates[1]) is not None and not static_step.session._closed
@@ -113,7 +115,7 @@ def test_the_search_and_the_check_batches_are_cached_apart_under_their_old_keys(
 
 
 def test_whole_step_rounds_go_on_for_all_until_every_verdict_against_the_reference_is_settled():
-    options = PlacementOptions(noise_fraction=0.01, settle_factor=2.0, settle_step_runs=5)
+    options = PlacementOptions(noise=NoiseRule(floor=0.01, settle_factor=2.0), settle_step_runs=5)
     still_open = whole_steps.until_settled(options, reference=1)
     assert still_open([[6.0] * 5, [10.0] * 5, [13.0] * 5]) == [], "a clear win and a clear loss"
     assert still_open([[6.0] * 4, [10.0] * 4, [13.0] * 4]) == [0, 1, 2], "not before settle_step_runs rounds"
@@ -122,7 +124,7 @@ def test_whole_step_rounds_go_on_for_all_until_every_verdict_against_the_referen
 
 
 def test_with_the_machine_noise_a_verdict_clear_in_every_round_settles_from_the_second():
-    options = PlacementOptions(noise_fraction=0.01, clear_factor=4.0, settle_step_runs=7)
+    options = PlacementOptions(noise=NoiseRule(floor=0.01, clear_factor=4.0), settle_step_runs=7)
     still_open = whole_steps.until_settled(options, reference=1, machine_noise=0.05)
     assert still_open([[6.0, 6.1], [10.0, 10.2]]) == [], "every round 39% or more apart: beyond 4 x 5%"
     assert still_open([[6.0, 8.5], [10.0, 10.2]]) == [0, 1], "one round only 15% apart"
@@ -132,7 +134,7 @@ def test_with_the_machine_noise_a_verdict_clear_in_every_round_settles_from_the_
 
 def test_a_step_whose_warm_up_fails_is_opened_without_its_callable():
     from slim_mp.graph_pass.placement.candidate_step import _opened, _StepGraph
-    from slim_mp.graph_pass.placement.stopwatch import variable_of, variables_initializer
+    from slim_mp.graph_pass.placement.timing_graphs import variable_of, variables_initializer
 
     graph = tf.Graph()
     with graph.as_default():
@@ -162,7 +164,7 @@ def test_a_step_built_ahead_is_not_built_again_and_is_done_before_any_round(monk
         pool.build_ahead([float32])
         pool.wait_idle()
         assert built == [float32], "built in the background, and done once wait_idle returns"
-        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset()), float32], runs=3)
+        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset()), float32], PlacementOptions(), runs=3)
         assert all(t is not None for t in times)
         assert built == [float32, Candidate(frozenset())], "the one built ahead was not built again"
     finally:
@@ -192,7 +194,7 @@ def test_no_round_is_timed_while_a_step_opened_ahead_of_its_batch_still_opens(mo
     # The check's all-float32 step opens while the search runs; a batch timed meanwhile without it
     # must wait for that opening before its first round.
     events, openings = [], []
-    real_opened, real_run_ms = candidate_step._opened, stopwatch.run_ms
+    real_opened, real_run_ms = candidate_step._opened, timing.run_ms
 
     def slow_opened(built, target, warmup):
         openings.append(built)
@@ -202,13 +204,13 @@ def test_no_round_is_timed_while_a_step_opened_ahead_of_its_batch_still_opens(mo
         return step
 
     monkeypatch.setattr(candidate_step, "_opened", slow_opened)
-    monkeypatch.setattr(stopwatch, "run_ms", lambda run: events.append("round") or real_run_ms(run))
+    monkeypatch.setattr(timing, "run_ms", lambda run: events.append("round") or real_run_ms(run))
     graph, loss, _ = small_net()
     copy = copy_of(graph, loss)
     pool = StepPool(copy, CONFIG, MeasuringTarget())
     try:
         pool.start([Candidate(allow_names(copy))])
-        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset())], runs=2)
+        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset())], PlacementOptions(), runs=2)
         assert times[0] is not None
         assert events.count("opened") == 2 and events.index("round") > max(
             i for i, kind in enumerate(events) if kind == "opened"), events

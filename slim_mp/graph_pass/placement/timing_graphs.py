@@ -1,38 +1,22 @@
-"""Timing primitives of the measured placement: random inputs, a fetch that forces work, interleaved rounds.
+"""The graphs the measured placement times: random variables standing in for real inputs, and a fetch
+that forces every tensor to be computed.
 
-Shared by the per-op micro-benchmarks (``micro_benchmark``) and the whole-step timing of candidate
-placements (``whole_steps``), so both measure the same way: every variant once per round, rounds
-repeated, and a noise estimate taken from the rounds (``relative_noise``).
+Shared by the per-op micro-benchmarks (``micro_benchmark``) and the whole-step copies of candidate
+placements (``candidate_step``), so both build their timing graphs the same way; the timing itself
+is the project's one clock, ``slim_mp.timing``.
 """
 
-import dataclasses
-import statistics
-import time
-from typing import Callable, Collection, List, Mapping, Optional, Sequence
+from typing import List, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-# Fewer paired rounds than this say nothing about their spread (the MAD of two ratios is always 0).
-MIN_NOISE_ROUNDS = 3
 # The graph collection of the assign ops that initialise ``variable_of``'s variables.
 _INITIALIZERS = "slim_mp_placement_initializers"
 # The graph collection holding the one block of random normals that large variables repeat.
 _RANDOM_BLOCK = "slim_mp_placement_random_block"
 # Elements of that block: a prime, so its repeats line up with no tensor dimension.
 RANDOM_BLOCK_SIZE = 4099
-
-
-@dataclasses.dataclass(frozen=True)
-class Timed:
-    """A variant's fastest milliseconds over the rounds, and the noise of comparing it with the reference.
-
-    ``noise``: ``relative_noise`` of its rounds against the reference variant's (0 for the reference
-    itself, and when too few rounds ran to tell).
-    """
-
-    ms: float
-    noise: float = 0.0
 
 
 def _random_block() -> tf.Tensor:
@@ -138,84 +122,3 @@ def first_values(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
         element = tf.raw_ops.Slice(input=tf.raw_ops.Reshape(tensor=tensor, shape=flat), begin=first, size=one)
         values.append(element if element.dtype == tf.float32 else tf.raw_ops.Cast(x=element, DstT=tf.float32))
     return tf.raw_ops.ConcatV2(values=values, axis=tf.constant(0, tf.int32)) if len(values) > 1 else values[0]
-
-
-def relative_noise(times: Sequence[float], reference: Sequence[float]) -> float:
-    """The noise of comparing ``times`` with ``reference``, timed in the same rounds, as a fraction.
-
-    The statistic: the median absolute deviation (MAD) of the per-round ratios ``times[i] /
-    reference[i]`` from their median, divided by that median. Why: two runs of one round are
-    milliseconds apart, so a ratio cancels the slow drifts of a shared machine and its spread is
-    the noise that can flip a comparison; the MAD ignores up to half the rounds being hit by a burst
-    of load (a standard deviation is dominated by the one round a burst hit); and divided by the
-    median it is in the units of the win it bounds ("a 5% win"). Fewer than ``MIN_NOISE_ROUNDS``
-    rounds: 0, the spread is unknown (``PlacementOptions.noise_fraction`` then bounds alone).
-    """
-    ratios = [value / base for value, base in zip(times, reference) if base > 0]
-    if len(ratios) < MIN_NOISE_ROUNDS:
-        return 0.0
-    middle = statistics.median(ratios)
-    return statistics.median(abs(ratio - middle) for ratio in ratios) / middle
-
-
-def run_ms(run: Callable[[], object]) -> float:
-    """Milliseconds one call of ``run`` takes, by the monotonic performance counter.
-
-    The one stopwatch of the project (placement, benchmarks, device peaks): an error ``run`` raises
-    (an op's own ``OpError``, say) propagates unchanged, so a caller decides what a failure means.
-    """
-    started = time.perf_counter()
-    run()
-    return (time.perf_counter() - started) * 1000.0
-
-
-# still_open(times so far per callable) -> the callables whose rounds go on (``interleaved_ms``).
-StillOpen = Callable[[List[List[float]]], Collection[int]]
-
-
-def interleaved_ms(callables: Sequence[Optional[Callable[[], object]]], warmup: int, runs: int,
-                   still_open: Optional[StillOpen] = None, first_look: int = MIN_NOISE_ROUNDS,
-                   before_rounds: Optional[Callable[[], object]] = None) -> List[Optional[List[float]]]:
-    """Milliseconds of every timed run of each callable (None if it is None or fails its warm-up).
-
-    After ``warmup`` untimed runs each, up to ``runs`` rounds run each callable once: even rounds in
-    the given order, odd rounds reversed, so within any two callables each goes first in half the
-    rounds (a float32 variant and its low twin alternate) and a burst of load on a shared machine
-    hits all variants alike instead of spoiling one. ``still_open``, asked after every round from the
-    ``first_look``-th on (by default ``MIN_NOISE_ROUNDS``), names the callables that go on; the rest
-    stop there (their verdict is settled), and the rounds end when none is left. ``before_rounds``
-    is called once between the warm-ups and the first timed round: it waits for background work
-    (graphs built ahead), so that nothing else runs while rounds are timed.
-    """
-    working: List[Optional[Callable[[], object]]] = []
-    for run in callables:
-        try:
-            for _ in range(warmup if run is not None else 0):
-                run()
-        except tf.errors.OpError:
-            run = None
-        working.append(run)
-    if before_rounds is not None:
-        before_rounds()
-    times: List[List[float]] = [[] for _ in working]
-    order = [index for index, run in enumerate(working) if run is not None]
-    for round_index in range(runs):
-        for index in (order if round_index % 2 == 0 else order[::-1]):
-            times[index].append(run_ms(working[index]))
-        if still_open is not None and round_index + 1 >= first_look:
-            going_on = set(still_open(times))
-            order = [index for index in order if index in going_on]
-            if not order:
-                break
-    return [values if values else None for values in times]
-
-
-def timed_against(rounds: Sequence[Optional[List[float]]], reference: int) -> List[Optional[Timed]]:
-    """Per variant of ``interleaved_ms``: its fastest milliseconds and its noise against variant ``reference``.
-
-    The fastest, not the median: load only ever adds time, and the callers compare costs.
-    """
-    base = rounds[reference] if 0 <= reference < len(rounds) else None
-    return [None if values is None else
-            Timed(min(values), relative_noise(values, base) if base is not None and index != reference else 0.0)
-            for index, values in enumerate(rounds)]
