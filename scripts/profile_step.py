@@ -9,7 +9,10 @@ once in ``--precision``. Writes ``--output_dir``/profile.md (how parallel each s
 the span, the critical path, idle core time, the op types on the critical path or running alone,
 the casts on it; per op type: time, share, speed-up;
 casts; GFLOP/s of convolutions and matrix products against this device's measured peak; the
-largest tensors alive at the memory peak), profile.json (every op) and profile.png.
+largest tensors alive at the memory peak), profile.json (every op), profile.png, and each step's
+Chrome trace, trace_float32.json and trace_<precision>.json (TensorFlow's timeline of the last traced
+step: open it in Perfetto, https://ui.perfetto.dev, or chrome://tracing to see the cores' op lanes and
+where the casts sit).
 """
 
 from absl import flags
@@ -21,7 +24,7 @@ from slim_mp.measure.profiling.profile_run import ProfileSteps, profile_both
 from slim_mp.training import TrainConfig, cli
 
 cli.define_flags(TrainConfig)
-flags.DEFINE_string("output_dir", None, "Folder for profile.md, profile.json and profile.png.")
+flags.DEFINE_string("output_dir", None, "Folder for profile.md, profile.json, profile.png and the Chrome traces.")
 flags.DEFINE_integer("profile_warmup_steps", 3, "Untimed steps before measuring each configuration.")
 flags.DEFINE_integer("profile_timed_steps", 5, "Untraced steps whose median is the step time.")
 flags.DEFINE_integer("profile_traced_steps", 3, "Traced steps whose per-op median times are reported.")

@@ -105,8 +105,12 @@ def _placement_line(plan: PlacementPlan, precision: str) -> str:
     """One line on the measured placement: ops kept float32, estimated step, where the decision came from."""
     if not plan.timed:
         return f"  placement: {plan.source}"
-    line = (f"  placement: measured ({plan.source}), {len(plan.float32_ops)} allow ops kept float32 as "
-            f"slower in {precision} on this device, {len(plan.low_ops)} measured faster")
+    line = (f"  placement: measured ({plan.source}; timed: {plan.timed_step} steps), {len(plan.float32_ops)} allow "
+            f"ops kept float32 as slower in {precision} on this device, {len(plan.low_ops)} measured faster")
+    if plan.gradient_kernels:
+        kernels = collections.Counter(k for by_role in plan.gradient_kernels.values() for k in by_role.values())
+        line += ("; gradients not in " + precision + ": "
+                 + ", ".join(f"{count} {kernel}" for kernel, count in sorted(kernels.items())))
     estimates = (plan.estimated_ms, plan.static_estimated_ms, plan.float32_estimated_ms)
     if None not in estimates:
         line += (f"; estimated {plan.estimated_ms:.1f} ms vs {plan.static_estimated_ms:.1f} ms "

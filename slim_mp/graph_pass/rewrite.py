@@ -11,7 +11,7 @@ import collections
 import dataclasses
 import time
 import warnings
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import tensorflow as tf
 
@@ -20,8 +20,8 @@ from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts
-from slim_mp.graph_pass.placement import (PlacementOptions, PlacementPlan, apply_placement, emulated_placement,
-                                          measured_placement, resolve_placement)
+from slim_mp.graph_pass.placement import (PlacementOptions, PlacementPlan, emulated_placement, measured_placement,
+                                          resolve_placement)
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
@@ -54,6 +54,7 @@ class RewritePlan:
     decisions: Dict[tf.Operation, Decision]
     low_ops: List[tf.Operation]
     placement: Optional[PlacementPlan]
+    gradient_kernels: Mapping[str, Mapping[int, str]] = dataclasses.field(default_factory=dict)
 
 
 def plan_rewrite(fetches: Any, precision: PrecisionLike = "float16",
@@ -93,9 +94,9 @@ def plan_rewrite(fetches: Any, precision: PrecisionLike = "float16",
         objectives = [t for t in tf.nest.flatten(fetches, expand_composites=True)
                       if isinstance(t, tf.Tensor) and t.dtype.is_floating]
         measured = measured_placement(region, paint_config, placement_options, objectives)
-        paint_config = apply_placement(paint_config, measured.chosen())
+        paint_config = measured.applied(paint_config, region.graph)
     decisions, low = painted_low_ops(region, paint_config)
-    return RewritePlan(dtype, device, region, decisions, low, measured)
+    return RewritePlan(dtype, device, region, decisions, low, measured, paint_config.gradient_kernels)
 
 
 def rewrite(
@@ -161,7 +162,7 @@ def rewrite(
         conversions = planned_conversions(low, ports, dtype)
         remap = None
     else:
-        rebuilder = rebuild_low_precision(region.graph, low, ports, dtype)
+        rebuilder = rebuild_low_precision(region.graph, low, ports, dtype, plan.gradient_kernels)
         conversions = rebuilder.conversions
         notes.extend(rebuilder.warnings)
         remap = rebuilder.remap

@@ -119,6 +119,14 @@ def test_steps_profiled_taking_turns_each_keep_their_own_ops_and_label():
     assert product.parallelism is not None and convolution.parallelism is not None
 
 
+def test_the_last_traced_step_is_kept_as_a_chrome_trace_of_the_ops_that_ran(profile):
+    events = json.loads(profile.chrome_trace)["traceEvents"]
+    # TensorFlow's timeline: one complete event ("X") per op run, named after the op, with its start and duration.
+    ran = {event["args"]["name"] for event in events if event.get("ph") == "X"}
+    assert {op.name for op in profile.ops} <= ran
+    assert all(event["dur"] >= 0 for event in events if event.get("ph") == "X")
+
+
 def test_comparison_reports_time_lost_as_negative_savings(profile):
     slower = StepProfile("bfloat16", profile.step_ms, [dataclasses.replace(op, micros=op.micros * 2)
                                                         for op in profile.ops], 0, [])
@@ -150,6 +158,11 @@ def test_profile_script_writes_text_json_and_plot_for_a_training_config(tmp_path
     assert "## Parallelism and the critical path" in text
     assert report["mixed"]["parallelism"]["critical_path_ms"] <= report["mixed"]["parallelism"]["span_ms"]
     assert os.path.getsize(os.path.join(output_dir, "profile.png")) > 10_000
+    for label, low_ops in (("float32", False), ("bfloat16", True)):
+        with open(os.path.join(output_dir, f"trace_{label}.json"), encoding="utf-8") as handle:
+            events = json.load(handle)["traceEvents"]
+        names = {event.get("args", {}).get("name", "") for event in events}
+        assert any(name.endswith("_bf16") for name in names) == low_ops, label
 
 
 def test_profile_script_refuses_float32_with_one_error_line(tmp_path):

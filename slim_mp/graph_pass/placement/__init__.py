@@ -14,12 +14,14 @@ numbered steps; each module imports only those above it):
 - ``target``: where the step will run (``MeasuringTarget``: device, session options, training);
 - ``noise``: when a timed difference counts (``NoiseRule``, its verdicts: beyond the floor and the measured noise);
 - ``timing_graphs``: the graphs timed: random variables standing in for inputs, a fetch that forces the work;
-- ``micro_benchmark``: one op signature timed alone, in float32 and low;
+- ``micro_benchmark``: one op signature timed alone, in float32 and low (convolutions and products by parts:
+  forward and each gradient);
 - ``candidate``: one placement compared (``Candidate``, with its reasons), the static and all-float32
   references, and ``apply_placement``;
 - ``options``: ``PlacementOptions`` (every tuning value, the fixed-timings rule) and the placement names;
 - ``timing_cache``: the disk cache, fixed timings files, measuring what is missing;
 - ``estimate``: a step's estimate from op and cast timings, and the connected low regions;
+- ``kernel_choice``: each low op's gradient kernels, the fastest measured with their casts counted;
 - ``region_copy``: a standalone copy of the region, for timing whole steps;
 - ``candidate_step``: one candidate's whole training step built on the copy, and the pool that keeps
   built steps open for the decision (``StepPool``);

@@ -16,7 +16,7 @@ no timing its accuracy.
 
 import concurrent.futures
 import dataclasses
-from typing import Callable, Dict, Iterable, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
@@ -114,7 +114,8 @@ def _step_graph(copy: RegionCopy, config: PaintConfig, candidate: Candidate, tar
         sinks = [graph.get_operation_by_name(name) for name in copy.sinks]
         region = select_region([objectives, sinks])
         decisions, low = painted_low_ops(region, apply_placement(config, candidate))
-        rebuilder = rebuild_low_precision(graph, low, {op: d.ports for op, d in decisions.items()}, config.precision)
+        rebuilder = rebuild_low_precision(graph, low, {op: d.ports for op, d in decisions.items()}, config.precision,
+                                          config.gradient_kernels)
         objectives, sinks = rebuilder.remap(objectives), rebuilder.remap(sinks)
         computed = list(objectives) + [op.outputs[0] for op in sinks if op.outputs]
         updates = []
@@ -175,6 +176,12 @@ class StepPool:
         self._substitutes: Optional[concurrent.futures.Future] = None
         self._builder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="placement_build")
         self._opener = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="placement_step")
+
+    def use_gradient_kernels(self, kernels: Mapping[str, Mapping[int, str]]) -> None:
+        """Build the steps from now on with these gradient kernels (op name -> input index -> kernel; the
+        measured ones, known once the micro-benchmarks are in). Steps built before keep theirs: the
+        all-float32 step built ahead has no low op to apply them to."""
+        self.config = dataclasses.replace(self.config, gradient_kernels=dict(kernels))
 
     def _substitutes_graph(self) -> concurrent.futures.Future:
         if self._substitutes is None:

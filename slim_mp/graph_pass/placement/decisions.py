@@ -12,17 +12,20 @@ import tensorflow as tf
 
 from slim_mp.json_files import (JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, shape_problem,
                                 write_json_atomically)
+from slim_mp.graph_pass.gradient_kernels import GradientKernel, check_kernels, gradient_roles
 from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.step_check import CheckVerdict, StepCheck
 from slim_mp.graph_pass.region import Region
 
 DECISIONS_FILE_NAME = "placement.json"
-_AGAIN = "pass a new --train_dir (or delete the file) to measure again."
+_AGAIN = "delete the file (or pass another decisions_file) to measure again."
 _NUMBER_OR_NONE = (int, float, type(None))
 _SCHEMA = {
     "precision": str, "float32_ops": MappingOf(str), "low_ops": ListOf(str), "tail_low": MaybeMissing(bool),
     "estimated_ms": MaybeMissing(_NUMBER_OR_NONE), "static_estimated_ms": MaybeMissing(_NUMBER_OR_NONE),
     "float32_estimated_ms": MaybeMissing(_NUMBER_OR_NONE), "check": MaybeMissing((dict, type(None))),
+    "gradient_kernels": MaybeMissing(MappingOf(MappingOf(str))), "gradient_reasons": MaybeMissing(MappingOf(str)),
+    "timed_step": MaybeMissing(str),
 }
 _CHECK_SCHEMA = {"verdict": str, "reason": str, **{name: MaybeMissing(_NUMBER_OR_NONE) for name in
                                                     ("chosen_ms", "float32_ms", "static_ms", "noise")}}
@@ -54,7 +57,9 @@ def read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
                          tail_low=stored.get("tail_low", False), estimated_ms=stored.get("estimated_ms"),
                          static_estimated_ms=stored.get("static_estimated_ms"),
                          float32_estimated_ms=stored.get("float32_estimated_ms"), source=f"reused from {path}",
-                         check=_stored_check(check))
+                         check=_stored_check(check), gradient_kernels=dict(stored.get("gradient_kernels", {})),
+                         gradient_reasons=dict(stored.get("gradient_reasons", {})),
+                         timed_step=stored.get("timed_step", "forward + backward"))
 
 
 def _stored_check(check: Optional[dict]) -> Optional[StepCheck]:
@@ -66,12 +71,23 @@ def _stored_check(check: Optional[dict]) -> Optional[StepCheck]:
 
 
 def check_decisions_fit(plan: PlacementPlan, region: Region, path: str) -> None:
-    """Raise ValueError if ``plan`` names ops ``region`` lacks: it was decided for another graph."""
-    names = {op.name for op in region.ops}
-    missing = sorted((set(plan.float32_ops) | set(plan.low_ops)) - names)
+    """Raise ValueError if ``plan`` names ops ``region`` lacks, or gradient kernels its ops cannot take: it was
+    decided for another graph."""
+    ops = {op.name: op for op in region.ops}
+    missing = sorted((set(plan.float32_ops) | set(plan.low_ops) | set(plan.gradient_kernels)) - set(ops))
     if missing:
         raise ValueError(f"{path} holds placement decisions for another graph ({len(missing)} of its ops, e.g. "
                          f"{missing[0]!r}, are not in this one); " + _AGAIN)
+    for name, by_role in sorted(plan.gradient_kernels.items()):
+        op = ops[name]
+        roles = gradient_roles(op.type)
+        try:
+            unknown = sorted(set(by_role) - set(roles))
+            if unknown:
+                raise ValueError(f"{name} ({op.type}) has no {unknown[0]!r} gradient")
+            check_kernels(op, {roles.index(role): GradientKernel(kernel) for role, kernel in by_role.items()})
+        except ValueError as error:
+            raise ValueError(f"{path} holds placement decisions for another graph ({error}); " + _AGAIN) from error
 
 
 def wait_for_decisions(path: str, precision: tf.DType, wait_seconds: float,

@@ -21,32 +21,54 @@ from slim_mp.graph_pass.region import Region
 
 @dataclasses.dataclass(frozen=True)
 class CastModel:
-    """Milliseconds of a cast pair (forward cast and its gradient's) as ``fixed + per_element * n``."""
+    """Milliseconds of a cast pair (forward cast and its gradient's) as ``fixed + per_element * n``, and
+    whether the step pays the pair (``training``) or the forward cast alone (inference: half the pair)."""
 
     fixed_ms: float
     per_element_ms: float
+    training: bool = True
 
     def ms(self, elements: int) -> float:
         """Milliseconds of a cast pair of ``elements`` values."""
         return self.fixed_ms + self.per_element_ms * elements
 
+    def step_ms(self, elements: int) -> float:
+        """Milliseconds a step pays for converting ``elements`` values: the pair, or its forward half."""
+        return self.ms(elements) if self.training else self.ms(elements) / 2
 
-def fit_cast_model(timings: Mapping[OpSignature, OpTiming], sizes: Tuple[int, int]) -> CastModel:
-    """The line through the two timed cast sizes (never negative)."""
+
+def fit_cast_model(timings: Mapping[OpSignature, OpTiming], sizes: Tuple[int, int], training: bool = True
+                   ) -> CastModel:
+    """The line through the two timed cast sizes (never negative), for a training or an inference step."""
     small, large = (timings.get(cast_signature(n)) for n in sizes)
     if small is None or large is None:
-        return CastModel(0.0, 0.0)
+        return CastModel(0.0, 0.0, training)
     slope = max(0.0, (large.low_ms - small.low_ms) / (sizes[1] - sizes[0]))
-    return CastModel(max(0.0, small.low_ms - slope * sizes[0]), slope)
+    return CastModel(max(0.0, small.low_ms - slope * sizes[0]), slope, training)
+
+
+def step_words(training: bool) -> str:
+    """What an op's timing covers, as the reasons say it: ``forward + backward`` (training) or ``forward``."""
+    return "forward + backward" if training else "forward"
 
 
 class Estimator:
-    """Estimated milliseconds of a train step's measured part for a candidate placement (memoized)."""
+    """Estimated milliseconds of a step's measured part for a candidate placement (memoized); a training
+    step's or an inference one's as ``casts`` says (``CastModel.training``)."""
 
     def __init__(self, region: Region, config: PaintConfig, timings: Dict[str, OpTiming], casts: CastModel,
                  margin: float):
         self.region, self.config, self.timings, self.casts, self.margin = region, config, timings, casts, margin
         self._memo: Dict[Candidate, Tuple[float, FrozenSet[str]]] = {}
+
+    @property
+    def training(self) -> bool:
+        """Whether the step estimated is a training step (forward + backward) or an inference one."""
+        return self.casts.training
+
+    def with_margin(self, margin: float) -> "Estimator":
+        """The same estimate charging ``margin`` instead."""
+        return Estimator(self.region, self.config, self.timings, self.casts, margin)
 
     def __call__(self, candidate: Candidate) -> float:
         return self.painted(candidate)[0]
@@ -63,7 +85,7 @@ class Estimator:
             pair_bytes = 4 + self.config.precision.size
             for conversion in planned_conversions(low, ports, self.config.precision):
                 if conversion.kind == "cast" and conversion.bytes_per_step:
-                    total += self.casts.ms(conversion.bytes_per_step // pair_bytes)
+                    total += self.casts.step_ms(conversion.bytes_per_step // pair_bytes)
             self._memo[key] = (total, low_names)
         return self._memo[key]
 

@@ -43,7 +43,9 @@ from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candid
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.decisions import check_decisions_fit, wait_for_decisions, write_decisions
-from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, low_regions
+from slim_mp.graph_pass.gradient_kernels import gradient_roles
+from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, low_regions, step_words
+from slim_mp.graph_pass.placement.kernel_choice import KernelChoice, choose_kernels
 from slim_mp.graph_pass.placement.noise import pooled_noise
 from slim_mp.graph_pass.placement.options import Placement, PlacementOptions
 from slim_mp.graph_pass.placement.plan import PlacementPlan
@@ -113,23 +115,28 @@ def _check_likely(config: PaintConfig, options: PlacementOptions) -> bool:
 
 def _op_timings(region: Region, config: PaintConfig, signatures: Dict[str, OpSignature], cache: TimingCache,
                 options: PlacementOptions, before_rounds: Optional[Callable[[], object]]
-                ) -> Tuple[Estimator, int, int, Optional[float]]:
-    """Step 2: the estimator over the allow ops' timings (by name), how many signatures were measured /
-    cached, and the median noise of the op pairs measured now (``SearchContext.machine_noise``)."""
+                ) -> Tuple[Estimator, Dict[str, KernelChoice], int, int, Optional[float]]:
+    """Step 2: the estimator over the allow ops' timings (by name; each op's low time with its best gradient
+    kernels, ``kernel_choice``), those kernel choices, how many signatures were measured / cached, and the
+    median noise of the op pairs measured now (``SearchContext.machine_noise``)."""
     wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
     by_signature, measured, cached = timings_for(wanted, cache, options, config.precision, before_rounds)
     noises = [by_signature[s].noise for s in measured if s in by_signature and s.op_type != CAST]
-    timings: Dict[str, OpTiming] = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
-    casts = fit_cast_model(by_signature, options.cast_sizes)
-    return (Estimator(region, config, timings, casts, options.low_precision_margin), len(measured), cached,
-            pooled_noise(noises))
+    casts = fit_cast_model(by_signature, options.cast_sizes, options.target.training)
+    choices = {name: choose_kernels(region.graph.get_operation_by_name(name), by_signature[s], casts, options.noise,
+                                    config.precision.name)
+               for name, s in signatures.items() if s in by_signature}
+    timings: Dict[str, OpTiming] = {name: dataclasses.replace(by_signature[signatures[name]], low_ms=choice.low_ms)
+                                    for name, choice in choices.items()}
+    estimate = Estimator(region, config, timings, casts, options.low_precision_margin)
+    return estimate, choices, len(measured), cached, pooled_noise(noises)
 
 
 def _candidates(region: Region, estimate: Estimator) -> List[Candidate]:
     """Step 3: the candidates by the estimate with the margin and without (``search.find_candidates``)."""
     static_low = estimate.painted(static_candidate())[1]
     regions = low_regions(region, set(static_low), set(estimate.timings))
-    unmargined = Estimator(region, estimate.config, estimate.timings, estimate.casts, 0.0)
+    unmargined = estimate.with_margin(0.0)
     return find_candidates([unmargined, estimate], regions, estimate.config.precision.name)
 
 
@@ -174,8 +181,12 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
                  and not cache.has_op_timings(signatures.values()))
         if ahead:
             pool.build_ahead([all_float32_candidate(signatures)])
-        estimate, measured, cached, machine_noise = _op_timings(region, config, signatures, cache, options,
-                                                                pool.wait_idle if pool is not None else None)
+        estimate, choices, measured, cached, machine_noise = _op_timings(
+            region, config, signatures, cache, options, pool.wait_idle if pool is not None else None)
+        kernels = {name: choice.kernels for name, choice in choices.items() if choice.kernels}
+        config = dataclasses.replace(config, gradient_kernels=kernels)
+        if pool is not None:
+            pool.use_gradient_kernels(kernels)
         if ahead and any(t.low_ms < t.float32_ms for t in estimate.timings.values()):
             # Some op is faster low, so the check will likely time it: open it while the search runs.
             pool.start([all_float32_candidate(signatures)])
@@ -198,9 +209,15 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
     compared = {c: c for c in found}
     compared.update({c: c for c in timed})
     fixed = options.fixed_timings()
+    low_ops = sorted(context.lowered(chosen))
+    roles = {name: gradient_roles(region.graph.get_operation_by_name(name).type) for name in kernels}
     return PlacementPlan(
         float32_ops=dict(sorted(chosen.reasons.items())),
-        low_ops=sorted(context.lowered(chosen)), tail_low=chosen.tail_low,
+        low_ops=low_ops, tail_low=chosen.tail_low,
+        gradient_kernels={name: {roles[name][index]: str(kernel) for index, kernel in sorted(kernels[name].items())}
+                          for name in low_ops if name in kernels},
+        gradient_reasons={name: choices[name].reason for name in low_ops if name in kernels},
+        timed_step=step_words(options.target.training),
         estimated_ms=estimate(chosen), static_estimated_ms=estimate(static_candidate()),
         float32_estimated_ms=estimate(context.all_float32),
         measured_signatures=measured, cached_signatures=cached,

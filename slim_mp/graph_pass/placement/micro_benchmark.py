@@ -3,11 +3,14 @@
 Per signature, a tiny standalone graph runs the forward op and the backprop ops its gradient
 creates (``Conv2DBackpropInput``/``Filter``, ...), once in float32 and once in the low type (inputs
 already low: the op's own cost), all in one standalone session (``MeasuringTarget.op_session``),
-warmed up, then ``runs`` interleaved rounds (each float32 variant beside its low twin, alternating
-which goes first): the fastest of each, and the noise of the low/float32 comparison from the
-spread of the per-round ratios (``slim_mp.timing.relative_noise``). A cast pair (to low and back) is
-timed the same way for the cast cost model. The signatures' inputs are shared where their shape
-and type are (``SharedInputs``).
+warmed up, then ``runs`` interleaved rounds (each signature's float32 parts beside its low ones,
+the order alternating): the fastest of each, and the noise of the low/float32 comparison from the
+spread of the per-round ratios (``slim_mp.timing.relative_noise``). Op types whose gradients may
+each take their own kernel (``gradient_kernels.GRADIENT_ROLES``: convolutions, products) are timed
+by parts when training: the forward op, each gradient alone, and a pointwise convolution's filter
+gradient as a low matrix product, so that ``kernel_choice`` can pick the fastest per gradient. A
+cast pair (to low and back) is timed the same way for the cast cost model. The signatures' inputs
+are shared where their shape and type are (``SharedInputs``).
 """
 
 import collections
@@ -16,12 +19,14 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
+from tensorflow.python.framework import ops as framework_ops
 
-from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming
+from slim_mp.graph_pass.gradient_kernels import GradientKernel, gradient_roles, kernels_for, matmul_filter_gradient
+from slim_mp.graph_pass.placement.signatures import CAST, GradientTiming, OpSignature, OpTiming
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.timing_graphs import (first_values, random_variable, variable_of,
                                                         variables_initializer)
-from slim_mp.timing import StillOpen, interleaved_ms, timed_against
+from slim_mp.timing import StillOpen, interleaved_ms, relative_noise, timed_against
 
 # settled(low rounds, float32 rounds) -> whether the pair's verdict is clear enough to stop timing it.
 Settled = Callable[[Sequence[float], Sequence[float]], bool]
@@ -88,8 +93,7 @@ def _build_op(signature: OpSignature, flat_inputs: list) -> tf.Tensor:
     return result[0] if isinstance(result, (list, tuple)) else result
 
 
-def _train_target(signature: OpSignature, dtype: tf.DType, training: bool, read: RandomRead = random_variable
-                  ) -> tf.Tensor:
+def _whole_target(signature: OpSignature, dtype: tf.DType, training: bool, read: RandomRead) -> tf.Tensor:
     """One forward (and backward, when ``training``) of the op in ``dtype``, its inputs from ``read``; a small
     tensor to fetch."""
     if signature.op_type == CAST:
@@ -106,13 +110,84 @@ def _train_target(signature: OpSignature, dtype: tf.DType, training: bool, read:
     return first_values([output, *gradients])
 
 
-def open_pairs(settled: Settled) -> StillOpen:
-    """Rounds go on for each float32 / low pair (callables ``2i``, ``2i + 1``) until ``settled`` says it is."""
+def _piece_targets(signature: OpSignature, dtype: tf.DType, read: RandomRead, with_matmul: bool
+                   ) -> Dict[str, tf.Tensor]:
+    """The forward op and each of its gradients alone, in ``dtype`` (TensorFlow's own kernels), by label
+    (``forward``, then each role of ``gradient_roles``, ``<role>/matmul`` where a pointwise filter takes one).
+
+    A gradient's fetch needs only its own backprop op: the forward op is built but never runs."""
+    flat_inputs, _ = _op_inputs(signature, dtype, read)
+    output = _build_op(signature, flat_inputs)
+    upstream = read(output.shape.as_list(), dtype)
+    gradients = framework_ops.get_gradient_function(output.op)(output.op, upstream)
+    targets = {"forward": first_values([output])}
+    alternatives = {}
+    attrs = dict(signature.attrs)
+    for role, gradient in zip(gradient_roles(signature.op_type), gradients):
+        targets[role] = first_values([gradient])
+        if with_matmul and GradientKernel.MATMUL in kernels_for(signature.op_type, role, attrs,
+                                                                signature.input_shapes):
+            alternatives[f"{role}/{GradientKernel.MATMUL}"] = first_values(
+                [matmul_filter_gradient(output.op, upstream)])
+    return {**targets, **alternatives}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Timed:
+    """One signature's timed fetches, by label per type (``float32`` and ``low``): the whole op (``whole``) or
+    its parts (``forward`` and each gradient role)."""
+
+    float32: Dict[str, tf.Tensor]
+    low: Dict[str, tf.Tensor]
+
+
+def _timed_fetches(signature: OpSignature, precision: tf.DType, training: bool, inputs: SharedInputs) -> _Timed:
+    """What to time for ``signature``: its parts when training an op type whose gradients each take their own
+    kernel (``gradient_roles``), else the whole op (forward, and backward when training)."""
+    if training and gradient_roles(signature.op_type):
+        return _Timed(_piece_targets(signature, tf.float32, inputs.for_signature(), with_matmul=False),
+                      _piece_targets(signature, precision, inputs.for_signature(), with_matmul=True))
+    return _Timed({"whole": _whole_target(signature, tf.float32, training, inputs.for_signature())},
+                  {"whole": _whole_target(signature, precision, training, inputs.for_signature())})
+
+
+def _summed(rounds: Sequence[Sequence[float]]) -> List[float]:
+    """Per round, the sum over the parts timed in it."""
+    return [sum(values) for values in zip(*rounds)]
+
+
+def _timing_of(signature: OpSignature, float32: Dict[str, List[float]], low: Dict[str, List[float]]) -> OpTiming:
+    """The ``OpTiming`` of one signature's rounds by label (see ``_Timed``): each part's fastest, summed; the
+    noise from the per-round sums of the parts both types ran."""
+    is_cast = signature.op_type == CAST
+    if "whole" in low:
+        _, timed = timed_against([float32["whole"], low["whole"]], reference=0)
+        return OpTiming(0.0 if is_cast else min(float32["whole"]), timed.ms, 0.0 if is_cast else timed.noise)
+    roles = gradient_roles(signature.op_type)
+    parts = ("forward",) + roles
+    noise = relative_noise(_summed([low[part] for part in parts]), _summed([float32[part] for part in parts]))
+    matmul = {role: f"{role}/{GradientKernel.MATMUL}" for role in roles}
+    gradients = tuple(GradientTiming(role, min(float32[role]), min(low[role]),
+                                     min(low[matmul[role]]) if matmul[role] in low else None) for role in roles)
+    return OpTiming(sum(min(float32[part]) for part in parts), sum(min(low[part]) for part in parts), noise,
+                    gradients)
+
+
+def open_groups(groups: Sequence[Tuple[Sequence[int], Sequence[int]]], settled: Settled) -> StillOpen:
+    """Rounds go on for each signature's callables (its float32 indices, then its low ones, the parts both
+    types time first and in the same order) until ``settled(low total, float32 total)``, per round, says
+    its verdict is clear."""
 
     def still_open(times: List[List[float]]) -> List[int]:
-        pairs = range(0, len(times) - 1, 2)
-        return [index for first in pairs if times[first] and times[first + 1]
-                and not settled(times[first + 1], times[first]) for index in (first, first + 1)]
+        going = []
+        for float32, low in groups:
+            everyone = list(float32) + list(low)
+            if all(times[index] for index in everyone) and settled(
+                    _summed([times[index] for index in low[:len(float32)]]),
+                    _summed([times[index] for index in float32])):
+                continue
+            going.extend(everyone)
+        return going
 
     return still_open
 
@@ -136,34 +211,42 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, targ
     """Time each signature in float32 and in ``precision`` (a cast pair: low only) in one standalone
     session, in ``rounds``.
 
-    The ops run on ``target``'s device with its session options, forward and backward when it trains.
+    The ops run on ``target``'s device with its session options, forward and backward when it trains;
+    an op type whose gradients each take their own kernel is timed by parts (forward, each gradient,
+    the matrix-product filter gradient of a pointwise convolution), so that ``kernel_choice`` can pick.
 
     A signature TensorFlow cannot build or run here (no kernel, unsupported data format) is left out.
     """
     graph = tf.Graph()
-    targets: Dict[OpSignature, Tuple[tf.Tensor, tf.Tensor]] = {}
+    fetched: Dict[OpSignature, _Timed] = {}
     inputs = SharedInputs()
     with graph.as_default(), tf.device(target.local_device() or None):
         for signature in signatures:
             try:
                 with tf.name_scope(signature.op_type):
-                    targets[signature] = (_train_target(signature, tf.float32, target.training, inputs.for_signature()),
-                                          _train_target(signature, precision, target.training, inputs.for_signature()))
+                    fetched[signature] = _timed_fetches(signature, precision, target.training, inputs)
             except (TypeError, ValueError, LookupError, tf.errors.OpError):
                 continue
         init = variables_initializer()
+    flat: List[tf.Tensor] = []
+    groups: List[Tuple[List[int], List[int]]] = []
+    for timed in fetched.values():
+        float32 = list(range(len(flat), len(flat) + len(timed.float32)))
+        flat.extend(timed.float32.values())
+        low = list(range(len(flat), len(flat) + len(timed.low)))
+        flat.extend(timed.low.values())
+        groups.append((float32, low))
     timings: Dict[OpSignature, OpTiming] = {}
     with target.op_session(graph) as session:
         session.run(init)
-        flat = [session.make_callable(fetch) for pair in targets.values() for fetch in pair]
-        times = interleaved_ms(flat, rounds.runs, warmup=rounds.warmup, dropped_on=(tf.errors.OpError,),
-                               still_open=open_pairs(rounds.settled) if rounds.settled else None,
+        callables = [session.make_callable(fetch) for fetch in flat]
+        times = interleaved_ms(callables, rounds.runs, warmup=rounds.warmup, dropped_on=(tf.errors.OpError,),
+                               still_open=open_groups(groups, rounds.settled) if rounds.settled else None,
                                before_rounds=rounds.before_rounds)
-        for index, signature in enumerate(targets):
-            float32_rounds, low_rounds = times[2 * index], times[2 * index + 1]
-            if float32_rounds is None or low_rounds is None:
-                continue
-            _, low = timed_against([float32_rounds, low_rounds], reference=0)
-            float32_ms = 0.0 if signature.op_type == CAST else min(float32_rounds)
-            timings[signature] = OpTiming(float32_ms, low.ms, 0.0 if signature.op_type == CAST else low.noise)
+    for (signature, timed), (float32, low) in zip(fetched.items(), groups):
+        float32_rounds = dict(zip(timed.float32, (times[index] for index in float32)))
+        low_rounds = dict(zip(timed.low, (times[index] for index in low)))
+        if any(values is None for values in list(float32_rounds.values()) + list(low_rounds.values())):
+            continue
+        timings[signature] = _timing_of(signature, float32_rounds, low_rounds)
     return timings

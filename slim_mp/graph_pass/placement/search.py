@@ -16,7 +16,7 @@ import dataclasses
 from typing import Callable, Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
-from slim_mp.graph_pass.placement.estimate import Estimator
+from slim_mp.graph_pass.placement.estimate import Estimator, step_words
 from slim_mp.graph_pass.placement.options import PlacementOptions
 from slim_mp.graph_pass.placement.signatures import OpTiming
 
@@ -41,13 +41,15 @@ def choose_demoted(estimate: Callable[[FrozenSet[Hashable]], float], timings: Ma
     return best
 
 
-def per_op_reason(timing: OpTiming, margin: float, precision: str) -> str:
-    """Why the per-op rule at ``margin`` keeps an op float32: its own times (and the margin, when that decided)."""
+def per_op_reason(timing: OpTiming, margin: float, precision: str, training: bool = True) -> str:
+    """Why the per-op rule at ``margin`` keeps an op float32: its own times (and the margin, when that decided),
+    of the step timed (``step_words``)."""
+    timed = step_words(training)
     if timing.slower_low(0.0):
         return (f"slower in {precision} on this device: {timing.low_ms:.3f} ms vs "
-                f"{timing.float32_ms:.3f} ms in float32 (forward + backward of this op alone)")
+                f"{timing.float32_ms:.3f} ms in float32 ({timed} of this op alone)")
     return (f"slower in {precision} on this device: {timing.charged_low_ms(margin):.3f} ms vs "
-            f"{timing.float32_ms:.3f} ms in float32 (forward + backward; measured "
+            f"{timing.float32_ms:.3f} ms in float32 ({timed}; measured "
             f"{timing.low_ms:.3f} ms + {margin:.0%} for untimed costs)")
 
 
@@ -66,7 +68,7 @@ def _per_op(estimate: Estimator, precision: str) -> Candidate:
     """The per-op candidate at ``estimate``'s margin, each op with the per-op rule's reason."""
     names = per_op_slower(estimate.timings, estimate.margin)
     return Candidate(names, found_as=(f"per op (+{estimate.margin:.0%})",), reasons={
-        name: per_op_reason(estimate.timings[name], estimate.margin, precision) for name in names})
+        name: per_op_reason(estimate.timings[name], estimate.margin, precision, estimate.training) for name in names})
 
 
 def _best_of(names: FrozenSet[str], label: str, estimate: Estimator, regions: Sequence[FrozenSet[str]],
@@ -75,7 +77,7 @@ def _best_of(names: FrozenSet[str], label: str, estimate: Estimator, regions: Se
     slower alone keeps the per-op reason at that margin, one a region flip demoted its region's."""
     alone = per_op_slower(estimate.timings, estimate.margin)
     return Candidate(names, found_as=(label,), reasons={
-        name: per_op_reason(estimate.timings[name], estimate.margin, precision) if name in alone
+        name: per_op_reason(estimate.timings[name], estimate.margin, precision, estimate.training) if name in alone
         else _region_reason(name, names, estimate, regions, precision) for name in names})
 
 

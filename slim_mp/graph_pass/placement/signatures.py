@@ -2,7 +2,7 @@
 
 import dataclasses
 import json
-from typing import Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -27,16 +27,31 @@ class OpSignature:
 
 
 @dataclasses.dataclass(frozen=True)
+class GradientTiming:
+    """One gradient of an op (by input, ``role``) timed alone: TensorFlow's kernel in float32 and in the low
+    type, and, for a pointwise convolution's filter, the low matrix product (``GradientKernel.MATMUL``;
+    None where it does not apply). Milliseconds, without the casts a choice would add."""
+
+    role: str
+    float32_ms: float
+    low_ms: float
+    matmul_ms: Optional[float] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class OpTiming:
     """Milliseconds of one forward + backward of a signature in float32 and in the low type.
 
     ``noise``: the noise of the comparison (``slim_mp.timing.relative_noise`` of the low rounds against the
-    float32 ones), 0 when unknown.
+    float32 ones), 0 when unknown. ``gradients``: for op types whose gradients may each take their own
+    kernel (``gradient_kernels.GRADIENT_ROLES``), each gradient timed alone, in input order; ``low_ms``
+    then counts every gradient in the low type (TensorFlow's own), ``placement.kernel_choice`` the best.
     """
 
     float32_ms: float
     low_ms: float
     noise: float = 0.0
+    gradients: Tuple[GradientTiming, ...] = ()
 
     def charged_low_ms(self, margin: float) -> float:
         """The low time charged ``margin`` more: the one margin rule of the estimate, its candidates and
@@ -47,6 +62,26 @@ class OpTiming:
     def slower_low(self, margin: float) -> bool:
         """Whether the low type, charged ``margin`` more, is no faster than float32."""
         return self.charged_low_ms(margin) >= self.float32_ms
+
+    def as_numbers(self) -> List[Optional[float]]:
+        """The cache's list: ``[float32_ms, low_ms, noise]``, then per gradient ``float32, low, matmul`` ms."""
+        numbers: List[Optional[float]] = [self.float32_ms, self.low_ms, self.noise]
+        for gradient in self.gradients:
+            numbers.extend([gradient.float32_ms, gradient.low_ms, gradient.matmul_ms])
+        return numbers
+
+
+def op_timing_from(numbers: Sequence[Optional[float]], roles: Sequence[str]) -> Optional[OpTiming]:
+    """The ``OpTiming`` of a cache list (``OpTiming.as_numbers``) of an op whose gradients have ``roles``;
+    None when the list is not one (a whole step's, or one of another shape)."""
+    if len(numbers) == 3 and all(isinstance(value, (int, float)) for value in numbers):
+        return OpTiming(*numbers)
+    if len(numbers) != 3 + 3 * len(roles) or not roles or any(value is None for value in numbers[:3]):
+        return None
+    pieces = [numbers[3 + 3 * index:6 + 3 * index] for index in range(len(roles))]
+    if any(piece[0] is None or piece[1] is None for piece in pieces):
+        return None
+    return OpTiming(*numbers[:3], tuple(GradientTiming(role, *piece) for role, piece in zip(roles, pieces)))
 
 
 def _attr_value(value):

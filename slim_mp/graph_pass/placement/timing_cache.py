@@ -2,15 +2,18 @@
 
 The cache (``$SLIM_MP_CACHE_DIR`` or ``~/.cache/slim_mp/placement``) holds one JSON file per (device,
 TensorFlow version, precision): lists of numbers by text key, so a second build measures nothing:
-an op signature's ``[float32_ms, low_ms, noise]``, a whole step's ``[ms, noise]`` (``noise``: the
-noise of the comparison measured in the same rounds, ``slim_mp.timing.relative_noise``). The file
-records its ``schema``; one of an older schema (timings without noise, before schema 2) or a damaged
-one is ignored with a warning and measured again; it is rewritten whole on the next store.
+an op signature's ``OpTiming.as_numbers()`` (``[float32_ms, low_ms, noise]``, then per gradient of a
+convolution or product its float32, low and matrix-product milliseconds), a whole step's ``[ms,
+noise]`` (``noise``: the noise of the comparison measured in the same rounds,
+``slim_mp.timing.relative_noise``). The file records its ``schema``; one of an older schema or a
+damaged one is ignored with a warning and measured again; it is rewritten whole on the next store.
 
 A fixed timings file (``PlacementOptions.timings_file``) gives milliseconds per op type instead,
 ``{"bfloat16": {"Conv2D": [float32_ms, low_ms], "*": [...]}, ...}`` (``*``: every other type;
-``Cast``: ``[0, ms]`` of a cast pair; a third number, optional, is the noise): decisions that do
-not depend on this machine, as the test suite needs.
+``Cast``: ``[0, ms]`` of a cast pair; a third number, optional, is the noise), and optionally per
+gradient of a convolution or product, ``"Conv2D:filter": [float32_ms, low_ms, matmul_ms]`` (the
+last optional), which lets ``kernel_choice`` pick: decisions that do not depend on this machine, as
+the test suite needs.
 """
 
 import hashlib
@@ -23,11 +26,13 @@ import tensorflow as tf
 from slim_mp.json_files import JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, write_json_atomically
 from slim_mp.graph_pass.placement.micro_benchmark import PairRounds, micro_benchmark
 from slim_mp.graph_pass.placement.options import CACHE_ENV, Measure, PlacementOptions
-from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
+from slim_mp.graph_pass.gradient_kernels import gradient_roles
+from slim_mp.graph_pass.placement.signatures import GradientTiming, OpSignature, OpTiming, op_timing_from
 
-# Schema 2: op timings carry their noise ([float32_ms, low_ms, noise]), whole steps too ([ms, noise]).
-CACHE_SCHEMA_VERSION = 2
-_CACHE_SCHEMA = {"device": str, "timings": MappingOf(ListOf((int, float))), "schema": MaybeMissing(int)}
+# Schema 3: op timings carry their gradients' own timings (schema 2: their noise; whole steps [ms, noise]).
+CACHE_SCHEMA_VERSION = 3
+_NUMBER_OR_NONE = (int, float, type(None))
+_CACHE_SCHEMA = {"device": str, "timings": MappingOf(ListOf(_NUMBER_OR_NONE)), "schema": MaybeMissing(int)}
 _FIXED_SCHEMA = MappingOf(MappingOf(ListOf((int, float))))
 _ANY_TYPE = "*"
 
@@ -53,7 +58,7 @@ def _stored_timings(path: str, device: str, warn: bool = True) -> Dict[str, List
     if stored.get("schema") != CACHE_SCHEMA_VERSION:
         if warn:
             warnings.warn(f"placement: ignoring the timing cache {path}: it has schema {stored.get('schema', 1)}, "
-                          f"this slim_mp reads schema {CACHE_SCHEMA_VERSION} (timings with their noise); "
+                          f"this slim_mp reads schema {CACHE_SCHEMA_VERSION} (timings with their gradients'); "
                           "measuring again.", stacklevel=4)
         return {}
     return dict(stored["timings"]) if stored["device"] == device else {}
@@ -72,9 +77,14 @@ class TimingCache:
         """The stored milliseconds of ``key``, or None."""
         return self._timings.get(key)
 
+    def op_timing(self, signature: OpSignature) -> Optional[OpTiming]:
+        """The stored timing of ``signature`` (its gradients' too where they were timed apart), or None."""
+        stored = self.get(signature.key())
+        return op_timing_from(stored, gradient_roles(signature.op_type)) if stored else None
+
     def has_op_timings(self, signatures: Iterable[OpSignature]) -> bool:
         """Whether every one of ``signatures`` has its op timing here (then nothing is micro-benchmarked)."""
-        return all(_is_op_timing(self.get(s.key())) for s in signatures)
+        return all(self.op_timing(s) is not None for s in signatures)
 
     def add(self, timings: Mapping[str, List[float]]) -> None:
         """Store new timings, merged with what other processes wrote meanwhile; one atomic write."""
@@ -104,18 +114,22 @@ def fixed_measure(path: str, precision: tf.DType) -> Measure:
     table = by_precision.get(precision.name)
     if table is None or any(len(numbers) not in (2, 3) for numbers in table.values()):
         raise JsonFileError(path, f"needs {precision.name!r}: {{op type: [float32_ms, low_ms] or "
-                                  "[float32_ms, low_ms, noise]}")
+                                  "[float32_ms, low_ms, noise]; op type:role: [float32_ms, low_ms(, matmul_ms)]}")
+
+    def timing(signature: OpSignature) -> Optional[OpTiming]:
+        numbers = table.get(signature.op_type, table.get(_ANY_TYPE))
+        if numbers is None:
+            return None
+        roles = gradient_roles(signature.op_type)
+        given = [table.get(f"{signature.op_type}:{role}") for role in roles]
+        gradients = tuple(GradientTiming(role, *pieces) for role, pieces in zip(roles, given)) if all(given) else ()
+        return OpTiming(*numbers, *([0.0] if len(numbers) == 2 and gradients else []), gradients)
 
     def measure(signatures: Sequence[OpSignature], _: tf.DType) -> Dict[OpSignature, OpTiming]:
-        found = {s: table.get(s.op_type, table.get(_ANY_TYPE)) for s in signatures}
-        return {s: OpTiming(*numbers) for s, numbers in found.items() if numbers is not None}
+        found = {s: timing(s) for s in signatures}
+        return {s: found_timing for s, found_timing in found.items() if found_timing is not None}
 
     return measure
-
-
-def _is_op_timing(stored: Optional[List[float]]) -> bool:
-    """Whether a stored value is an op timing (float32 ms, low ms, noise)."""
-    return bool(stored) and len(stored) == 3
 
 
 def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: PlacementOptions,
@@ -131,13 +145,13 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     fixed = options.fixed_timings()
     if fixed:
         return fixed_measure(fixed, precision)(unique, precision), [], 0
-    found = {s: cache.get(s.key()) for s in unique}
-    missing = [s for s, timing in found.items() if not _is_op_timing(timing)]
-    timings = {s: OpTiming(*timing) for s, timing in found.items() if _is_op_timing(timing)}
+    found = {s: cache.op_timing(s) for s in unique}
+    missing = [s for s, timing in found.items() if timing is None]
+    timings = {s: timing for s, timing in found.items() if timing is not None}
     if missing:
         rounds = PairRounds(options.warmup, options.runs, options.noise.settled, before_rounds)
         measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target, rounds))
         measured = measure(missing, precision)
-        cache.add({s.key(): [t.float32_ms, t.low_ms, t.noise] for s, t in measured.items()})
+        cache.add({s.key(): t.as_numbers() for s, t in measured.items()})
         timings.update(measured)
     return timings, missing, len(unique) - len(missing)

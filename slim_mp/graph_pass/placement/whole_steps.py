@@ -91,6 +91,16 @@ def step_runs(context: SearchContext, candidates: Sequence[Candidate]) -> int:
     return int(min(options.max_step_runs, max(options.min_step_runs, fitting)))
 
 
+def _painting_digest(context: SearchContext, candidate: Candidate) -> str:
+    """What distinguishes ``candidate``'s step from another of the same copy: its low ops and their gradient
+    kernels."""
+    low = sorted(context.estimate.painted(candidate)[1])
+    kernels = context.config.gradient_kernels
+    painting = low + [f"{name}:{index}:{kernel}" for name in low
+                      for index, kernel in sorted(kernels.get(name, {}).items())]
+    return hashlib.sha1("|".join(painting).encode()).hexdigest()[:20]
+
+
 def steps_timed(context: SearchContext, candidates: Sequence[Candidate], reference: int,
                 batch: StepBatch) -> Optional[List[Optional[Timed]]]:
     """Each candidate's whole step and its noise against candidate ``reference``; None (with a warning)
@@ -103,9 +113,7 @@ def steps_timed(context: SearchContext, candidates: Sequence[Candidate], referen
     if copy is None or context.steps is None:
         return None
     digest = copy.digest()
-    keys = [f"{batch.value}|{digest}|"
-            + hashlib.sha1("|".join(sorted(context.estimate.painted(c)[1])).encode()).hexdigest()[:20]
-            for c in candidates]
+    keys = [f"{batch.value}|{digest}|" + _painting_digest(context, c) for c in candidates]
     stored = [context.cache.get(key) for key in keys]
     if all(value and len(value) == 2 for value in stored):
         return [Timed(*value) for value in stored]

@@ -14,6 +14,7 @@
 """
 
 import dataclasses
+import json
 import os
 from typing import Dict, List, Optional
 
@@ -204,9 +205,14 @@ class ProfileReport:
         return _markdown(self.title, self.float32, self.mixed, self.peaks)
 
     def write_reports(self, output_dir: str) -> Dict[str, str]:
-        """Write profile.md, profile.json and profile.png into ``output_dir``; return their paths by kind."""
+        """Write profile.md, profile.json, profile.png and each step's Chrome trace (``trace_<label>.json``, the
+        last traced step in TensorFlow's timeline format: open it in Perfetto or ``chrome://tracing`` to see the
+        cores' op lanes) into ``output_dir``; return their paths by kind."""
         os.makedirs(output_dir, exist_ok=True)
         paths = {kind: os.path.join(output_dir, f"profile.{kind}") for kind in ("md", "json", "png")}
+        for profile in (self.float32, self.mixed):
+            paths[f"trace_{profile.label}"] = os.path.join(output_dir, f"trace_{profile.label}.json")
+            write_json_atomically(paths[f"trace_{profile.label}"], json.loads(profile.chrome_trace))
         temporary = paths["md"] + ".tmp"
         with open(temporary, "w", encoding="utf-8") as handle:
             handle.write(self.to_markdown())

@@ -25,6 +25,7 @@ import statistics
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
+from tensorflow.python.client import timeline
 
 from slim_mp.timing import RoundOrder, interleaved_ms
 from slim_mp.measure.profiling.step_parallelism import (CAST_TYPE, StepParallelism, executed_node_defs,
@@ -82,6 +83,8 @@ class StepProfile:
     peak_live_bytes: int
     live_at_peak: List[LiveTensor]
     parallelism: Optional[StepParallelism] = None
+    # The last traced step in TensorFlow's timeline format (Chrome trace JSON: Perfetto, chrome://tracing).
+    chrome_trace: str = ""
 
     @property
     def op_ms(self) -> float:
@@ -144,8 +147,9 @@ def profile_interleaved(steps: Sequence[Tuple[tf1.Session, Any, str]], traced_st
     for (_, _, label), step_walls, metadata_list in zip(steps, walls, traces):
         peak_bytes, live = live_tensors_at_peak(metadata_list[-1])
         parallelism = median_parallelism([step_parallelism(traced_ops(metadata), cores) for metadata in metadata_list])
+        trace = timeline.Timeline(metadata_list[-1].step_stats).generate_chrome_trace_format()
         profiles.append(StepProfile(label, statistics.median(step_walls), executed_ops(metadata_list), peak_bytes,
-                                    live, parallelism))
+                                    live, parallelism, trace))
     return profiles
 
 

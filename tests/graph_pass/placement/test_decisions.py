@@ -50,8 +50,8 @@ def test_decisions_file_of_another_precision_is_an_error(tmp_path):
 def test_damaged_decisions_file_is_one_error_naming_it(tmp_path, content):
     path = tmp_path / "placement.json"
     path.write_text(content)
-    with pytest.raises(ValueError, match=r"placement.json: .*it is not a placement decisions file; pass a new "
-                                         r"--train_dir \(or delete the file\)"):
+    with pytest.raises(ValueError, match=r"placement.json: .*it is not a placement decisions file; delete the "
+                                         r"file \(or pass another decisions_file\) to measure again"):
         measured_rewrite(conv_chain()[1], tmp_path, refuse, decisions_file=str(path))
 
 

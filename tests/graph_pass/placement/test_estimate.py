@@ -37,3 +37,18 @@ def test_the_estimate_charges_the_margin_on_low_ops_only_and_adds_the_casts():
         assert costly_casts(static_candidate()) > free_casts(static_candidate()), "lowering costs casts"
         assert low_regions(region, set(free_casts.painted(static_candidate())[1]), set(timings)) == [
             frozenset({"conv0", "conv1"})], "the two convs are one connected low region"
+
+
+def test_an_inference_step_pays_the_forward_cast_only_half_of_each_modelled_pair():
+    graph, loss = conv_chain(2)
+    config = PaintConfig(tf.bfloat16, default_classes(tf.bfloat16), [], "CPU")
+    timings = {"conv0": OpTiming(1.0, 0.5), "conv1": OpTiming(2.0, 1.0)}
+    with graph.as_default():
+        region = select_region(loss)
+        training = Estimator(region, config, timings, CastModel(1.0, 0.0), margin=0.0)
+        inference = Estimator(region, config, timings, CastModel(1.0, 0.0, training=False), margin=0.0)
+        ops_ms = 1.5  # both convolutions low
+        training_casts = training(static_candidate()) - ops_ms
+        assert training_casts >= 1.0, "at least the input's cast pair"
+        assert inference(static_candidate()) - ops_ms == pytest.approx(training_casts / 2)
+        assert inference.with_margin(0.2)(static_candidate()) == pytest.approx(1.5 * 1.2 + training_casts / 2)

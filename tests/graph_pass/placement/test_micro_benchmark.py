@@ -6,7 +6,8 @@ import tensorflow as tf
 from slim_mp.graph_pass.placement import MeasuringTarget
 from slim_mp import timing
 from slim_mp.graph_pass.placement import timing_graphs
-from slim_mp.graph_pass.placement.micro_benchmark import PairRounds, micro_benchmark, open_pairs
+from slim_mp.graph_pass.placement.micro_benchmark import PairRounds, micro_benchmark, open_groups
+from slim_mp.graph_pass.placement.signatures import GradientTiming
 from slim_mp.graph_pass.placement.signatures import cast_signature, op_signature
 
 from .fakes import conv_chain
@@ -18,11 +19,22 @@ def test_micro_benchmark_builds_forward_and_backprop_ops():
     with graph.as_default():
         conv = tf.nn.conv2d(tf.ones([2, 6, 6, 3]), tf.ones([3, 3, 3, 4]), strides=2, padding="SAME")
         matmul = tf.matmul(tf.ones([4, 5]), tf.ones([5, 3]), transpose_a=False)
-    signatures = [op_signature(conv.op), op_signature(matmul.op), cast_signature(64)]
+        pointwise = tf.nn.conv2d(tf.ones([2, 6, 6, 3]), tf.ones([1, 1, 3, 4]), strides=1, padding="SAME")
+    signatures = [op_signature(conv.op), op_signature(matmul.op), cast_signature(64), op_signature(pointwise.op)]
     timings = micro_benchmark(signatures, tf.bfloat16, MeasuringTarget(), PairRounds(warmup=1, runs=1, settled=None))
     assert set(timings) == set(signatures)
     assert all(t.low_ms > 0 for t in timings.values())
-    assert timings[signatures[2]].float32_ms == 0.0
+    assert timings[signatures[2]].float32_ms == 0.0 and timings[signatures[2]].gradients == ()
+    conv_timing, matmul_timing, pointwise_timing = (timings[signatures[i]] for i in (0, 1, 3))
+    assert [g.role for g in conv_timing.gradients] == ["input", "filter"]
+    assert [g.role for g in matmul_timing.gradients] == ["a", "b"]
+    assert [g.matmul_ms is None for g in conv_timing.gradients] == [True, True], "a 3x3 filter takes no product"
+    assert [g.matmul_ms is None for g in pointwise_timing.gradients] == [True, False], "a 1x1 filter does"
+    for timed in (conv_timing, matmul_timing):
+        assert all(isinstance(g, GradientTiming) and g.float32_ms > 0 and g.low_ms > 0 for g in timed.gradients)
+        # The totals are the forward's plus the gradients' times, so they exceed the gradients'.
+        assert timed.float32_ms > sum(g.float32_ms for g in timed.gradients)
+        assert timed.low_ms > sum(g.low_ms for g in timed.gradients)
 
 
 @pytest.mark.executed_ops
@@ -38,6 +50,7 @@ def test_inference_timing_builds_no_backprop_ops(monkeypatch):
     backprop = [{op.type for op in graph.get_operations()} & {"Conv2DBackpropInput", "Conv2DBackpropFilter"}
                 for graph in graphs]
     assert backprop == [{"Conv2DBackpropInput", "Conv2DBackpropFilter"}, set()]
+    assert graphs[0] is not graphs[1]
 
 
 @pytest.mark.executed_ops
@@ -49,30 +62,36 @@ def test_a_pair_stops_being_timed_once_settled_says_so(monkeypatch):
     signatures = [conv, cast_signature(64)]
     settled_at_once = PairRounds(0, 7, lambda low, base: True)
     assert set(micro_benchmark(signatures, tf.bfloat16, MeasuringTarget(), settled_at_once)) == set(signatures)
-    assert len(calls) == 2 * 2 * timing.MIN_NOISE_ROUNDS, "every pair settled at the third round"
+    # The 3x3 convolution is timed in parts (forward, input and filter gradients, per type), the cast as a pair.
+    callables = 2 * 3 + 2
+    assert len(calls) == callables * timing.MIN_NOISE_ROUNDS, "every signature settled at the third round"
     calls.clear()
     micro_benchmark(signatures, tf.bfloat16, MeasuringTarget(), PairRounds(0, 7, lambda low, base: False))
-    assert len(calls) == 2 * 2 * 7
+    assert len(calls) == callables * 7
 
 
-def test_open_pairs_keeps_only_the_pairs_not_yet_settled():
+def test_open_groups_keeps_only_the_signatures_not_yet_settled_judged_on_their_totals():
     far_apart = lambda low, base: min(low) < 0.5 * min(base)  # noqa: E731
-    times = [[10.0] * 3, [4.0] * 3, [10.0] * 3, [9.0] * 3]
-    assert open_pairs(far_apart)(times) == [2, 3]
-    assert open_pairs(far_apart)([[10.0] * 3, [4.0] * 3]) == []
+    # Signature 1: one part per type, 10 vs 4 (settled). Signature 2: two float32 parts (6 + 4) against two
+    # low ones (5 + 4) and a low alternative (1) that its total leaves out: 10 vs 9, not settled.
+    times = [[10.0] * 3, [4.0] * 3, [6.0] * 3, [4.0] * 3, [5.0] * 3, [4.0] * 3, [1.0] * 3]
+    groups = [([0], [1]), ([2, 3], [4, 5, 6])]
+    assert open_groups(groups, far_apart)(times) == [2, 3, 4, 5, 6]
+    assert open_groups(groups[:1], far_apart)(times[:2]) == []
 
 
 @pytest.mark.executed_ops
 def test_without_grappler_a_micro_benchmark_runs_the_same_compute_kernels():
     # Grappler is off in the micro-benchmarks' CPU session (MeasuringTarget.op_timing_config): that must
     # not change which convolution or product kernel runs, forward or backward, in either precision.
-    from slim_mp.graph_pass.placement.micro_benchmark import _train_target
+    from slim_mp.graph_pass.placement.micro_benchmark import SharedInputs, _timed_fetches
     from slim_mp.op_families import op_family
 
     conv = op_signature(conv_chain()[0].get_operation_by_name("conv0"))
     graph = tf.Graph()
     with graph.as_default():
-        targets = [_train_target(conv, dtype, training=True) for dtype in (tf.float32, tf.bfloat16)]
+        timed = _timed_fetches(conv, tf.bfloat16, True, SharedInputs())
+        targets = list(timed.float32.values()) + list(timed.low.values())
         init = timing_graphs.variables_initializer()
     compute = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
     executed = []

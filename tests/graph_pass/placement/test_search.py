@@ -157,6 +157,7 @@ class _TableEstimate:
 
     def __init__(self, timings, margin, table, default):
         self.timings, self.margin, self.table, self.default = timings, margin, table, default
+        self.training = True
 
     def __call__(self, candidate):
         return self.table.get(candidate.float32_ops, self.default)
@@ -185,3 +186,16 @@ def test_the_per_op_rule_is_the_ops_slower_low_once_charged_the_margin():
     assert per_op_slower(timings, 0.2) == {"slow", "close"}
     assert per_op_reason(timings["slow"], 0.2, "bfloat16") == (
         "slower in bfloat16 on this device: 1.200 ms vs 1.000 ms in float32 (forward + backward of this op alone)")
+    assert per_op_reason(timings["close"], 0.2, "bfloat16", training=False) == (
+        "slower in bfloat16 on this device: 1.080 ms vs 1.000 ms in float32 (forward; measured 0.900 ms + 20% for "
+        "untimed costs)")
+
+
+def test_an_inference_placement_says_it_timed_forward_steps(tmp_path):
+    from slim_mp.graph_pass.placement import MeasuringTarget
+
+    report = measured_rewrite(conv_chain()[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)}),
+                              target=MeasuringTarget(training=False))
+    assert report.placement.timed_step == "forward"
+    assert report.placement.float32_ops["conv0"].endswith("(forward of this op alone)")
+    assert "timed: forward steps" in report.summary()

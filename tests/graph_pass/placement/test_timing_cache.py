@@ -56,10 +56,10 @@ def test_a_timing_cache_of_the_old_schema_is_ignored_with_a_warning(tmp_path):
     (tmp_path / "cache" / cached).write_text(json.dumps(stored))
     measure = FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)})
     with pytest.warns(UserWarning, match=r"ignoring the timing cache .*timings_.*json: it has schema 1, this "
-                                         r"slim_mp reads schema 2"):
+                                         r"slim_mp reads schema 3"):
         report = measured_rewrite(conv_chain()[1], tmp_path, measure)
     assert measure.asked and set(report.placement.float32_ops) == {"conv0"}
-    assert json.load(open(tmp_path / "cache" / cached))["schema"] == 2, "the next store rewrites the file whole"
+    assert json.load(open(tmp_path / "cache" / cached))["schema"] == 3, "the next store rewrites the file whole"
 
 
 def test_fixed_timings_file_decides_without_measuring(tmp_path):
