@@ -8,6 +8,7 @@
 - ``numerics_report``: builds a zoo network from training flags, audits its values or diffs it
   layer by layer, and writes the files, drawn by ``numerics_plot``
   (``scripts/audit_precision.py``, ``scripts/compare_precision.py``).
+- ``demo``: float32 against mixed precision, timed and trained within a time budget (``scripts/demo.py``).
 
 Every report has the same verbs: ``to_dict()`` (the JSON file), ``to_markdown()`` (the Markdown
 file) and ``write_reports(output_dir)`` (all of its files, their paths by kind).
