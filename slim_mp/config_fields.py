@@ -3,12 +3,21 @@
 The scripts define one flag per field (``slim_mp.training.cli.define_flags``); declaring the help on
 the field means a new option cannot get a flag without a description. This module sits at the
 bottom of the package so config dataclasses of every layer can use it.
+
+The same name is a library argument (``task=2``) and a script's flag (``--task=2``), so an error
+about it is written once and read in both spellings: the message marks the name with
+``argument(name)``, an ``ArgumentError`` reads ``task`` to a library caller, and
+``command_line_message`` gives the scripts' ``error:`` line ``--task``.
 """
 
 import dataclasses
+import re
 from typing import Any
 
 HELP_KEY = "help"
+# Brackets an argument's name inside an ``ArgumentError`` message (a control character, absent from flag values).
+_MARK = "\x1f"
+_MARKED = re.compile(f"{_MARK}(\\w+){_MARK}")
 
 
 def option(default: Any, help: str) -> Any:
@@ -49,3 +58,27 @@ def field_help(owner: type, field: dataclasses.Field) -> str:
             f"{field.name}: ... = option(default, help='...')."
         )
     return text
+
+
+def argument(name: str) -> str:
+    """``name`` marked as an argument in an ``ArgumentError``: ``task`` to a caller, ``--task`` to a script's user."""
+    return f"{_MARK}{name}{_MARK}"
+
+
+class ArgumentError(ValueError):
+    """A bad argument value; the message names arguments as the library's caller wrote them.
+
+    Raise it with the names marked: ``ArgumentError(f"{argument('task')}={task} is out of range ...")``
+    reads ``task=2 is out of range ...``; ``command_line_message`` reads ``--task=2 ...`` for a script,
+    whose flags are the config fields of the same names.
+    """
+
+    def __str__(self) -> str:
+        return _MARKED.sub(r"\1", str(self.args[0]))
+
+
+def command_line_message(error: BaseException) -> str:
+    """``error``'s message as a script's ``error:`` line says it: an ``ArgumentError``'s arguments named as flags."""
+    if isinstance(error, ArgumentError):
+        return _MARKED.sub(r"--\1", str(error.args[0]))
+    return str(error)

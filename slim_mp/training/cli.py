@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Type, TypeVar
 from absl import app
 from absl import flags as absl_flags
 
-from slim_mp.config_fields import field_help
+from slim_mp.config_fields import command_line_message, field_help
 
 FLAGS = absl_flags.FLAGS
 ConfigT = TypeVar("ConfigT")
@@ -142,8 +142,8 @@ def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM during training (its own message and status)
             code = getattr(interrupt, "exit_code", EXIT_INTERRUPTED)
             _report_and_exit(interrupt, str(interrupt) or "interrupted", code)
-        except (app.UsageError, ValueError, TypeError) as error:
-            _report_and_exit(error, str(error), EXIT_BAD_INPUT)
+        except (app.UsageError, ValueError, TypeError) as error:  # a library argument's error names its flag
+            _report_and_exit(error, command_line_message(error), EXIT_BAD_INPUT)
 
     _list_in_short_help()
     app.run(guarded, flags_parser=_parse_flags)
