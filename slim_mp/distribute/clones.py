@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.graph_pass import VARIABLE_OP_TYPES
 from slim_mp.loss_scale import GradsAndVars, Gradient, LossScaleOptimizer
 
@@ -46,7 +47,8 @@ class ClonePlacement:
 
     def __post_init__(self) -> None:
         if isinstance(self.num_clones, bool) or not isinstance(self.num_clones, int) or self.num_clones < 1:
-            raise ValueError(f"--num_clones={self.num_clones} must be a positive integer; pass e.g. --num_clones=2.")
+            raise ArgumentError(f"{argument('num_clones')}={self.num_clones} must be a positive integer; pass e.g. "
+                                f"{argument('num_clones')}=2.")
 
     def scope(self, index: int) -> str:
         """The name scope of clone ``index``: none for a single clone (op names as without clones)."""

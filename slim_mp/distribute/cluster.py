@@ -1,9 +1,10 @@
 """Where a training process sits in a TensorFlow cluster: its job and task, devices, and session target.
 
-TF-Slim's flags describe the cluster (``--num_ps_tasks``, ``--worker_replicas``, ``--task``,
-``--master``); ``--ps_hosts``/``--worker_hosts`` add the addresses, so a worker can start its own
-server instead of needing one started elsewhere. Variables go to the parameter servers (``ps``
-job), everything else to this worker (``worker`` job, task ``--task``); task 0 is the chief.
+TF-Slim's cluster options describe it (``num_ps_tasks``, ``worker_replicas``, ``task``, ``master``,
+the training script's flags of the same names); ``ps_hosts``/``worker_hosts`` add the addresses, so
+a worker can start its own server instead of needing one started elsewhere. Variables go to the
+parameter servers (``ps`` job), everything else to this worker (``worker`` job, task ``task``); task
+0 is the chief. Errors are ``ArgumentError``s naming these arguments (flags on a command line).
 """
 
 import dataclasses
@@ -12,7 +13,7 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.config_fields import option
+from slim_mp.config_fields import ArgumentError, argument, option
 
 tf1 = tf.compat.v1
 
@@ -73,7 +74,7 @@ class ClusterLayout:
         return config
 
     def cluster_spec(self) -> tf.train.ClusterSpec:
-        """The ``ClusterSpec`` of ``--ps_hosts`` and ``--worker_hosts``."""
+        """The ``ClusterSpec`` of ``ps_hosts`` and ``worker_hosts``."""
         return tf.train.ClusterSpec({PS_JOB: list(self.ps_hosts), WORKER_JOB: list(self.worker_hosts)})
 
 
@@ -93,21 +94,23 @@ def lost_task(error: tf.errors.OpError, layout: ClusterLayout) -> str:
 
 
 def _check_task(task: int, count: int, of: str) -> None:
-    """Raise ValueError unless ``task`` indexes one of ``count`` tasks (``of`` names the flag that counts them)."""
+    """Raise ArgumentError unless ``task`` indexes one of ``count`` tasks (``of`` says what counts them)."""
     if not 0 <= task < count:
-        raise ValueError(f"--task={task} is out of range for {of}; pass 0 to {count - 1}.")
+        raise ArgumentError(f"{argument('task')}={task} is out of range for {of}; pass 0 to {count - 1}.")
 
 
-def _check_hosts(flag: str, hosts: Sequence[str], expected: int, count_flag: str) -> None:
-    """Raise ValueError unless ``hosts`` holds ``expected`` ``host:port`` addresses."""
+def _check_hosts(hosts_argument: str, hosts: Sequence[str], expected: int, count_argument: str) -> None:
+    """Raise ArgumentError unless ``hosts`` holds ``expected`` (``count_argument``'s value) ``host:port`` addresses."""
     if len(hosts) != expected:
-        raise ValueError(
-            f"--{flag} lists {len(hosts)} address(es) but {count_flag}={expected}; list one host:port per task."
+        raise ArgumentError(
+            f"{argument(hosts_argument)} lists {len(hosts)} address(es) but {argument(count_argument)}={expected}; "
+            "list one host:port per task."
         )
     for host in hosts:
         name, _, port = host.rpartition(":")
         if not name or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"--{flag} entry {host!r} is not host:port; write e.g. 127.0.0.1:2222.")
+            raise ArgumentError(
+                f"{argument(hosts_argument)} entry {host!r} is not host:port; write e.g. 127.0.0.1:2222.")
 
 
 def make_cluster_layout(
@@ -118,39 +121,47 @@ def make_cluster_layout(
     worker_hosts: Sequence[str] = (),
     master: str = "",
 ) -> ClusterLayout:
-    """Check the cluster flags against each other and return the layout; ValueError naming the flag at fault."""
+    """Check the cluster arguments against each other and return the layout.
+
+    Raises:
+      ArgumentError: naming the argument at fault (the training script's flag of the same name).
+    """
     if worker_replicas < 1:
-        raise ValueError(f"--worker_replicas={worker_replicas} must be at least 1.")
+        raise ArgumentError(f"{argument('worker_replicas')}={worker_replicas} must be at least 1.")
     if num_ps_tasks < 0:
-        raise ValueError(f"--num_ps_tasks={num_ps_tasks} must be 0 (no parameter servers) or more.")
-    _check_task(task, worker_replicas, f"--worker_replicas={worker_replicas}")
+        raise ArgumentError(f"{argument('num_ps_tasks')}={num_ps_tasks} must be 0 (no parameter servers) or more.")
+    _check_task(task, worker_replicas, f"{argument('worker_replicas')}={worker_replicas}")
     if worker_replicas > 1 and num_ps_tasks == 0:
-        raise ValueError(
-            f"--worker_replicas={worker_replicas} needs parameter servers to share the variables; "
-            "pass --num_ps_tasks=1 or more."
+        raise ArgumentError(
+            f"{argument('worker_replicas')}={worker_replicas} needs parameter servers to share the variables; "
+            f"pass {argument('num_ps_tasks')}=1 or more."
         )
     addressed = bool(ps_hosts or worker_hosts)
+    hosts = f"{argument('ps_hosts')}/{argument('worker_hosts')}"
     if addressed and master:
-        raise ValueError(
-            f"--master={master} and --ps_hosts/--worker_hosts both say where the servers are; pass only one."
+        raise ArgumentError(
+            f"{argument('master')}={master} and {hosts} both say where the servers are; pass only one."
         )
     if num_ps_tasks > 0 and not (addressed or master):
-        raise ValueError(
-            f"--num_ps_tasks={num_ps_tasks} needs a cluster: pass --ps_hosts and --worker_hosts (or --master of a "
-            "running worker server), or start one with scripts/launch_local_cluster.py."
+        raise ArgumentError(
+            f"{argument('num_ps_tasks')}={num_ps_tasks} needs a cluster: pass {argument('ps_hosts')} and "
+            f"{argument('worker_hosts')} (or {argument('master')} of a running worker server), or start one with "
+            "scripts/launch_local_cluster.py."
         )
     if addressed:
         if num_ps_tasks == 0:
-            raise ValueError("--ps_hosts/--worker_hosts need --num_ps_tasks >= 1 (a cluster has parameter servers).")
-        _check_hosts("ps_hosts", ps_hosts, num_ps_tasks, "--num_ps_tasks")
-        _check_hosts("worker_hosts", worker_hosts, worker_replicas, "--worker_replicas")
+            raise ArgumentError(
+                f"{hosts} need {argument('num_ps_tasks')} >= 1 (a cluster has parameter servers)."
+            )
+        _check_hosts("ps_hosts", ps_hosts, num_ps_tasks, "num_ps_tasks")
+        _check_hosts("worker_hosts", worker_hosts, worker_replicas, "worker_replicas")
     return ClusterLayout(task, worker_replicas, num_ps_tasks, tuple(ps_hosts), tuple(worker_hosts), master)
 
 
 def session_target(layout: ClusterLayout) -> str:
     """Return the target this process's sessions connect to, starting this worker's server when hosts are given.
 
-    ``--master`` is used as given; with ``--worker_hosts`` a server for task ``--task`` starts in
+    ``master`` is used as given; with ``worker_hosts`` a server for task ``task`` starts in
     this process (it serves until the process exits); otherwise the session is in-process ("").
     """
     if not layout.worker_hosts:
@@ -171,16 +182,20 @@ class ParameterServerConfig:
 
 
 def serve_parameter_server(config: ParameterServerConfig, print_line: Callable[[str], None] = print) -> None:
-    """Run parameter server ``config.task`` of the cluster until the process is stopped (it never returns)."""
+    """Run parameter server ``config.task`` of the cluster until the process is stopped (it never returns).
+
+    Raises:
+      ArgumentError: naming the field of ``config`` at fault (the script's flag of the same name).
+    """
     ps_hosts, worker_hosts, task = config.ps_hosts, config.worker_hosts, config.task
-    for flag, hosts in (("ps_hosts", ps_hosts), ("worker_hosts", worker_hosts)):
+    for field, hosts in (("ps_hosts", ps_hosts), ("worker_hosts", worker_hosts)):
         if not hosts:
-            raise ValueError(f"--{flag} is empty; list the cluster's host:port addresses, comma-separated.")
+            raise ArgumentError(f"{argument(field)} is empty; list the cluster's host:port addresses, comma-separated.")
     layout = make_cluster_layout(
         task=0, worker_replicas=len(worker_hosts), num_ps_tasks=len(ps_hosts),
         ps_hosts=ps_hosts, worker_hosts=worker_hosts,
     )
-    _check_task(task, len(ps_hosts), f"{len(ps_hosts)} --ps_hosts")
+    _check_task(task, len(ps_hosts), f"{len(ps_hosts)} {argument('ps_hosts')}")
     server = tf.distribute.Server(layout.cluster_spec(), job_name=PS_JOB, task_index=task, start=True)
     print_line(f"parameter server {task} serving on {ps_hosts[task]}")
     server.join()

@@ -23,6 +23,8 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from slim_mp.config_fields import ArgumentError, argument
+
 LOOPBACK = "127.0.0.1"
 # The cluster flags the launcher sets itself; passing them as training flags would contradict it.
 CLUSTER_FLAGS = ("ps_hosts", "worker_hosts", "task", "num_ps_tasks", "worker_replicas", "master")
@@ -46,12 +48,13 @@ def free_loopback_ports(count: int) -> List[int]:
 
 
 def check_train_args(train_args: Sequence[str]) -> None:
-    """Raise ValueError if ``train_args`` sets a flag the launcher owns (it would contradict the cluster)."""
+    """Raise ArgumentError if ``train_args`` sets a flag the launcher owns (it would contradict the cluster)."""
     for arg in train_args:
         name = arg.lstrip("-").split("=", 1)[0]
         if arg.startswith("-") and name in CLUSTER_FLAGS:
-            raise ValueError(
-                f"{arg} is set by the launcher from --num_ps/--num_workers; remove it from the training flags."
+            raise ArgumentError(
+                f"{arg} is set by the launcher from {argument('num_ps')}/{argument('num_workers')}; remove it from "
+                "the training flags."
             )
 
 
@@ -76,9 +79,10 @@ class LocalCluster:
                  sink: Callable[[str], None] = print, env: Optional[Dict[str, str]] = None,
                  worker_args: Optional[Mapping[int, Sequence[str]]] = None) -> None:
         if num_ps < 1:
-            raise ValueError(f"--num_ps={num_ps} must be at least 1: the workers share variables through it.")
+            raise ArgumentError(f"{argument('num_ps')}={num_ps} must be at least 1: the workers share variables "
+                                "through it.")
         if num_workers < 1:
-            raise ValueError(f"--num_workers={num_workers} must be at least 1.")
+            raise ArgumentError(f"{argument('num_workers')}={num_workers} must be at least 1.")
         ports = free_loopback_ports(num_ps + num_workers)
         self.ps_hosts = [f"{LOOPBACK}:{port}" for port in ports[:num_ps]]
         self.worker_hosts = [f"{LOOPBACK}:{port}" for port in ports[num_ps:]]
