@@ -9,14 +9,14 @@ The names other packages use are exported here; code outside ``distribute`` impo
 ``slim_mp.distribute``.
 """
 
-from slim_mp.distribute.clones import (Clone, ClonePlacement, create_clones, first_clone_update_ops, optimize_clones,
+from slim_mp.distribute.clones import (Clone, CloneDevices, create_clones, first_clone_update_ops, optimize_clones,
                                        scope_filter)
 from slim_mp.distribute.cluster import (LOST_TASK_ERRORS, PS_JOB, ClusterLayout, lost_task, make_cluster_layout,
                                         session_target)
 from slim_mp.distribute.train_step import SyncSettings, build_train_step
 
 __all__ = [
-    "Clone", "ClonePlacement", "create_clones", "first_clone_update_ops", "optimize_clones", "scope_filter",
+    "Clone", "CloneDevices", "create_clones", "first_clone_update_ops", "optimize_clones", "scope_filter",
     "LOST_TASK_ERRORS", "PS_JOB", "ClusterLayout", "lost_task", "make_cluster_layout", "session_target",
     "SyncSettings", "build_train_step",
 ]

@@ -6,12 +6,12 @@ single step: one finite check, one loss-scale update, one apply.
 
 Example::
 
-    placement = ClonePlacement(num_clones=2, clone_on_cpu=True)
+    devices = CloneDevices(num_clones=2, clone_on_cpu=True)
     def model():
         images, labels = iterator.get_next()
         logits, _ = network_fn(images)
         tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
-    clones = create_clones(model, placement)
+    clones = create_clones(model, devices)
     total_loss, grads_and_vars = optimize_clones(optimizer, clones)
     train_op = optimizer.apply_gradients(grads_and_vars, global_step)
 """
@@ -32,7 +32,7 @@ CPU = "/device:CPU:0"
 
 
 @dataclasses.dataclass(frozen=True)
-class ClonePlacement:
+class CloneDevices:
     """How many clones, and where they and the shared variables live.
 
     One clone runs where TensorFlow places it (``clone_on_cpu`` pins it and the variables to the
@@ -120,7 +120,7 @@ def _clone_loss(scope: str, num_clones: int, with_regularization: bool) -> tf.Te
     return total
 
 
-def create_clones(model_fn: Callable[[], Any], placement: ClonePlacement) -> List[Clone]:
+def create_clones(model_fn: Callable[[], Any], devices: CloneDevices) -> List[Clone]:
     """Build ``model_fn()`` once per clone, under the clone's name scope and device; return the clones.
 
     The first clone creates the variables and the others reuse them. ``model_fn`` adds its losses
@@ -131,7 +131,7 @@ def create_clones(model_fn: Callable[[], Any], placement: ClonePlacement) -> Lis
     Args:
       model_fn: builds the network on its own batch and adds its losses to ``tf.compat.v1.losses``;
         called once per clone, with no arguments.
-      placement: how many clones and on which devices (``ClonePlacement``).
+      devices: how many clones and on which devices (``CloneDevices``).
 
     Returns:
       The clones in order, each with ``model_fn``'s return value (``outputs``) and its ``loss``.
@@ -140,16 +140,16 @@ def create_clones(model_fn: Callable[[], Any], placement: ClonePlacement) -> Lis
       ValueError: if a clone's call of ``model_fn`` added no loss.
     """
     clones = []
-    for index in range(placement.num_clones):
-        scope = placement.scope(index)
+    for index in range(devices.num_clones):
+        scope = devices.scope(index)
         reuse = True if index > 0 else None
-        placed = placement.compute_device(index) or placement.variables_device()
+        placed = devices.compute_device(index) or devices.variables_device()
         with tf1.variable_scope(tf1.get_variable_scope(), reuse=reuse, auxiliary_name_scope=False), \
                 _name_scope(scope), \
-                _device(placement.device_function(index) if placed else None):
+                _device(devices.device_function(index) if placed else None):
             outputs = model_fn()
-            loss = _clone_loss(scope, placement.num_clones, with_regularization=index == 0)
-        clones.append(Clone(index, scope, placement.compute_device(index), outputs, loss))
+            loss = _clone_loss(scope, devices.num_clones, with_regularization=index == 0)
+        clones.append(Clone(index, scope, devices.compute_device(index), outputs, loss))
     return clones
 
 

@@ -8,7 +8,7 @@ scale and skips the same steps.
 
 Example (one worker of a synchronous cluster)::
 
-    clones = create_clones(model, ClonePlacement(num_clones=2, clone_on_cpu=True))
+    clones = create_clones(model, CloneDevices(num_clones=2, clone_on_cpu=True))
     optimizer = enable_mixed_precision(momentum, "bfloat16", count_skipped_steps=True)
     step = build_train_step(optimizer, clones, global_step, sync=SyncSettings(2, 2))
     # the chief then runs step.sync_optimizer's chief queue runner (see slim_mp.training.session_start)

@@ -7,7 +7,7 @@ from absl import logging
 
 from slim_mp.config_fields import option
 from slim_mp.training.data_model_options import DataModelOptions
-from slim_mp.distribute import ClonePlacement, ClusterLayout, make_cluster_layout
+from slim_mp.distribute import CloneDevices, ClusterLayout, make_cluster_layout
 from slim_mp.graph_pass import RewriteOptions
 from slim_mp.training.fault_injection import check_fault_steps
 from slim_mp.training.learning_rate import LearningRateSettings, check_decay_type
@@ -86,7 +86,7 @@ def cluster_layout(config: TrainConfig) -> ClusterLayout:
 
 def _check_replication(config: TrainConfig) -> None:
     """Raise ValueError naming the flag when the clone or replica flags contradict each other."""
-    ClonePlacement(config.num_clones, config.clone_on_cpu)
+    CloneDevices(config.num_clones, config.clone_on_cpu)
     cluster_layout(config)
     if config.sync_replicas and config.worker_replicas < 2:
         raise ValueError(

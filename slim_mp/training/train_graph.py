@@ -15,7 +15,7 @@ import tf_slim as slim
 
 from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport, in_scopes
 from slim_mp.training.fine_tune_restore import InitFn, fine_tune_init_fn
-from slim_mp.distribute import (ClonePlacement, ClusterLayout, SyncSettings, build_train_step, create_clones,
+from slim_mp.distribute import (CloneDevices, ClusterLayout, SyncSettings, build_train_step, create_clones,
                                 scope_filter)
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.fault_injection import inject_nonfinite_gradients
@@ -140,9 +140,9 @@ def _add_model_summaries(end_points: Dict[str, tf.Tensor], reports: Sequence[Rew
             tf1.summary.scalar("mixed_precision/low_precision_op_fraction", tf.constant(converted / considered))
 
 
-def _clone_placement(config: TrainConfig, layout: ClusterLayout) -> ClonePlacement:
+def _clone_devices(config: TrainConfig, layout: ClusterLayout) -> CloneDevices:
     """Where the clones run; several GPU clones need that many GPUs on this machine."""
-    placement = ClonePlacement(config.num_clones, config.clone_on_cpu, variables_on_ps=layout.distributed)
+    devices = CloneDevices(config.num_clones, config.clone_on_cpu, variables_on_ps=layout.distributed)
     if config.num_clones > 1 and not config.clone_on_cpu and not layout.master:
         gpus = len(tf.config.list_physical_devices("GPU"))
         if gpus < config.num_clones:
@@ -150,7 +150,7 @@ def _clone_placement(config: TrainConfig, layout: ClusterLayout) -> ClonePlaceme
                 f"--num_clones={config.num_clones} puts one clone per GPU, but this machine has {gpus} GPU(s); "
                 "pass --clone_on_cpu or fewer clones."
             )
-    return placement
+    return devices
 
 
 def _model_fn(iterator: tf1.data.Iterator, network_fn, inputs_device: str, num_classes: int, label_smoothing: float):
@@ -197,7 +197,7 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, layout: ClusterLay
     placement_options = PlacementOptions(
         decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME), write_decisions=layout.is_chief,
         wait_seconds=PLACEMENT_WAIT_SECONDS,
-        target=MeasuringTarget(device=_clone_placement(config, layout).compute_device(0) or None,
+        target=MeasuringTarget(device=_clone_devices(config, layout).compute_device(0) or None,
                                session_config=layout.session_config(bfloat16=precision.precision == "bfloat16")),
     )
     return enable_mixed_precision(
@@ -235,7 +235,7 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         iterator, input_feed = training_input_iterator(config, dataset, preprocess, network_fn, inputs_device)
         clones = create_clones(
             _model_fn(iterator, network_fn, inputs_device, num_classes, config.label_smoothing),
-            _clone_placement(config, layout),
+            _clone_devices(config, layout),
         )
         images_per_update = config.batch_size * (config.replicas_to_aggregate if config.sync_replicas else 1)
         learning_rate = make_learning_rate(

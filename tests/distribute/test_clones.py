@@ -7,14 +7,14 @@ import tf_slim as slim
 
 import slim_mp
 from graph_checks import float32_math_ops, live_bytes_per_step, ops_of_type, reachable_ops
-from slim_mp.distribute.clones import ClonePlacement, create_clones, optimize_clones
+from slim_mp.distribute.clones import CloneDevices, create_clones, optimize_clones
 from slim_mp.training.train_config import TrainConfig
 from slim_mp.distribute.train_step import build_train_step
 from slim_mp.training.loop import train
 
 tf1 = tf.compat.v1
 RTOL = 1e-5  # float32 sums in a different order
-CPU_CLONES = ClonePlacement(num_clones=2, clone_on_cpu=True)
+CPU_CLONES = CloneDevices(num_clones=2, clone_on_cpu=True)
 
 
 def batches_model(batches, build):
@@ -176,10 +176,10 @@ def test_cpu_clone_training_writes_the_variable_names_of_a_single_clone_run(tmp_
 ])
 def test_gpu_clones_put_ops_on_their_gpu_and_variables_on_the_cpu_or_parameter_server(
         setter_ps_tasks, variable_device, clone_device):
-    placement = ClonePlacement(num_clones=2, variables_on_ps=setter_ps_tasks > 0)
+    devices = CloneDevices(num_clones=2, variables_on_ps=setter_ps_tasks > 0)
     setter = tf1.train.replica_device_setter(ps_tasks=setter_ps_tasks, worker_device="/job:worker/task:1")
-    with tf.Graph().as_default(), tf1.device(setter):  # building needs no GPU; placement is recorded
-        clones = create_clones(batches_model(conv_bn_batches(), conv_bn_net), placement)
+    with tf.Graph().as_default(), tf1.device(setter):  # building needs no GPU; the devices are recorded
+        clones = create_clones(batches_model(conv_bn_batches(), conv_bn_net), devices)
         weights = next(v for v in tf1.global_variables() if v.op.name == "conv/weights")
         conv = tf1.get_default_graph().get_operation_by_name("clone_1/conv/Conv2D")
     assert tf.DeviceSpec.from_string(weights.device) == tf.DeviceSpec.from_string(variable_device)

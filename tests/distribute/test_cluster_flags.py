@@ -9,7 +9,7 @@ import pytest
 
 from script_runs import REPO_ROOT, check_bad_input, run_script
 from slim_mp.config_fields import command_line_message
-from slim_mp.distribute import ClonePlacement, make_cluster_layout
+from slim_mp.distribute import CloneDevices, make_cluster_layout
 from slim_mp.distribute.cluster import ParameterServerConfig, serve_parameter_server
 from slim_mp.distribute.local_cluster import LocalCluster, check_train_args, free_loopback_ports
 from slim_mp.training import cli
@@ -71,7 +71,7 @@ LIBRARY_CALLS = {
                              "worker_hosts lists 1 address(es) but worker_replicas=2; list one host:port per task."),
     "bad host": (lambda: make_cluster_layout(num_ps_tasks=1, ps_hosts=("localhost",), worker_hosts=("b:2",)),
                  "ps_hosts entry 'localhost' is not host:port; write e.g. 127.0.0.1:2222."),
-    "no clones": (lambda: ClonePlacement(num_clones=0),
+    "no clones": (lambda: CloneDevices(num_clones=0),
                   "num_clones=0 must be a positive integer; pass e.g. num_clones=2."),
     "ps without addresses to serve": (
         lambda: serve_parameter_server(ParameterServerConfig(ps_hosts=("a:1",))),
