@@ -8,9 +8,14 @@ the old names, while tf_slim still reaches them through the old modules
 ``install()`` puts each missing name back, bound to the same object TensorFlow
 exports publicly today; every fix is a no-op where the running TensorFlow still
 has the name. It also replaces ``assign_from_checkpoint``, whose partitioned
-path fails under NumPy 2, and gives variables a fast identity hash in graph
-mode (``_fast_graph_mode_identity``: the same answers, without the quadratic
-cost legacy layers pay). Importing ``slim_mp`` or ``nets`` calls ``install()``.
+path fails under NumPy 2. Importing ``slim_mp`` or ``nets`` calls ``install()``.
+
+One fix is a speed-up, not a repair, and it is process-wide: ``tf.Variable.__hash__`` and
+``__eq__`` are replaced by ones that answer a plain graph's question (identity) without first
+asking TensorFlow for the outer context (``_fast_graph_mode_identity``: the same answers,
+without the quadratic cost legacy layers pay; eager code and ``tf.function`` get TensorFlow's own
+methods). ``$SLIM_MP_FAST_VARIABLE_HASH=0`` in the environment before the import leaves
+``tf.Variable`` as TensorFlow defines it (docs/compatibility.md says what that costs).
 
 The table ``MOVED_SYMBOLS`` was found by a scan of tf_slim's installed sources
 for ``module.attribute`` uses through TensorFlow-internal modules;
@@ -20,6 +25,7 @@ referenced name is missing after ``install()``.
 
 import dataclasses
 import importlib
+import os
 import pkgutil
 import sys
 from typing import Dict, List, Mapping, Sequence, Tuple, Union
@@ -29,6 +35,7 @@ import tensorflow as tf
 from tensorflow.python.eager import context as _eager_context
 from tensorflow.python.ops import variables as _variables
 
+FAST_VARIABLE_HASH_ENV = "SLIM_MP_FAST_VARIABLE_HASH"
 _LEGACY_LAYERS = "tf_keras.legacy_tf_layers"
 _LEGACY_LAYERS_SOURCE = "tf_keras.src.legacy_tf_layers"
 
@@ -235,9 +242,23 @@ def _fast_graph_mode_identity() -> None:
     variable_class.__hash__, variable_class.__eq__ = identity_hash, identity_eq
 
 
+def _fast_variable_hash_wanted() -> bool:
+    """``$SLIM_MP_FAST_VARIABLE_HASH``: unset or 1 patches ``tf.Variable`` (the default), 0 leaves it alone.
+
+    Raises:
+      ValueError: naming the variable when it holds anything else.
+    """
+    value = os.environ.get(FAST_VARIABLE_HASH_ENV) or "1"
+    if value not in ("0", "1"):
+        raise ValueError(f"${FAST_VARIABLE_HASH_ENV}={value!r} is neither 0 nor 1; set it to 0 to keep TensorFlow's "
+                         "own tf.Variable hash and equality, or unset it.")
+    return value == "1"
+
+
 def install() -> None:
-    """Apply every compatibility fix; safe and cheap to call more than once."""
+    """Apply every compatibility fix (the ``tf.Variable`` speed-up unless opted out); safe to call more than once."""
     _alias_legacy_tf_layers()
     _restore_moved_symbols()
     _replace_assign_from_checkpoint()
-    _fast_graph_mode_identity()
+    if _fast_variable_hash_wanted():
+        _fast_graph_mode_identity()

@@ -2,8 +2,13 @@
 
 The oracle is TensorFlow's documented behaviour: in a plain graph a variable hashes by identity and
 ``==`` is identity; eagerly (and inside a ``tf.function``, whose outer context is eager) a variable
-is unhashable and ``==`` compares element-wise.
+is unhashable and ``==`` compares element-wise. ``$SLIM_MP_FAST_VARIABLE_HASH=0`` leaves
+``tf.Variable``'s methods TensorFlow's own (checked in a fresh interpreter, the only place the
+import has not happened yet).
 """
+
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
@@ -11,6 +16,19 @@ import tf_slim as slim
 from tensorflow.python.framework import ops
 
 import slim_mp  # noqa: F401  (installs the compatibility fixes)
+from script_runs import script_env
+from slim_mp import compat
+
+# Run before and after ``import slim_mp`` in a fresh interpreter: are tf.Variable's methods TensorFlow's own?
+OWN_METHODS_SCRIPT = """
+import tensorflow as tf
+own = (tf.Variable.__hash__, tf.Variable.__eq__)
+import slim_mp
+with tf.Graph().as_default():
+    variable = tf.compat.v1.get_variable("v", [1], use_resource=True)
+    assert hash(variable) == id(variable) and variable == variable
+print((tf.Variable.__hash__, tf.Variable.__eq__) == own)
+"""
 
 
 def test_in_a_plain_graph_variables_hash_and_compare_by_identity():
@@ -61,3 +79,17 @@ def test_a_reused_legacy_layer_adds_its_regularizer_once():
             slim.batch_norm(inputs, scale=True, param_regularizers={"gamma": tf.nn.l2_loss}, reuse=reuse, scope="bn")
         losses = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
         assert [loss.op.name for loss in losses] == ["bn/gamma/Regularizer/L2Loss"]
+
+
+def test_opting_out_before_the_import_leaves_tensorflow_s_own_variable_methods():
+    env = dict(script_env(), **{compat.FAST_VARIABLE_HASH_ENV: "0"})
+    process = subprocess.run([sys.executable, "-c", OWN_METHODS_SCRIPT], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert process.stdout.split() == ["True"]
+
+
+def test_a_bad_opt_out_value_is_refused_naming_the_variable(monkeypatch):
+    monkeypatch.setenv(compat.FAST_VARIABLE_HASH_ENV, "no")
+    with pytest.raises(ValueError, match=r"^\$SLIM_MP_FAST_VARIABLE_HASH='no' is neither 0 nor 1; set it to 0"):
+        compat.install()
