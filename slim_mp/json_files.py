@@ -1,6 +1,8 @@
 """JSON files written whole or not at all, and read back only in the shape their reader expects.
 
-Writers go through a temporary file and a rename, so a reader never sees a half-written file.
+Writers go through a temporary file and a rename, so a reader never sees a half-written file; the
+file then has the mode any file the user creates gets (``0o666`` less the umask: 0644 under umask
+022), not the temporary's private 0600, so a dataset or a run folder one user writes others can read.
 Readers state the shape they need as a small schema (below) and get either that shape or one
 ``JsonFileError`` naming the file and the first field that is wrong: a damaged or hand-edited file
 never surfaces as an ``AttributeError`` deep inside the code that uses it.
@@ -60,13 +62,35 @@ class JsonFileError(ValueError):
         self.problem = problem
 
 
+_STATUS_FILE = "/proc/self/status"
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (``Umask:`` of /proc/self/status).
+
+    Elsewhere it is read by setting and restoring it, which another thread creating a file at that
+    instant would see.
+    """
+    try:
+        with open(_STATUS_FILE, encoding="ascii") as status:
+            return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return umask
+
+
 def write_json_atomically(path: str, content: dict) -> None:
-    """Write ``content`` as JSON to ``path`` through a temporary file in the same folder and a rename."""
+    """Write ``content`` as JSON to ``path`` through a temporary file in the same folder and a rename.
+
+    The file gets the mode a newly created file gets under the user's umask (see the module docstring).
+    """
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}-", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            os.fchmod(stream.fileno(), 0o666 & ~current_umask())
             json.dump(content, stream, indent=1, sort_keys=True)
         os.replace(temporary, path)
     except BaseException:

@@ -4,7 +4,9 @@ import os
 
 import pytest
 
-from slim_mp.json_files import JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, write_json_atomically
+from slim_mp.json_files import (
+    JsonFileError, ListOf, MappingOf, MaybeMissing, current_umask, read_json_file, write_json_atomically,
+)
 
 DECISIONS = {"version": int, "ops": MappingOf(str), "note": MaybeMissing(str), "runs": ListOf((int, float))}
 
@@ -45,3 +47,17 @@ def test_a_damaged_file_is_one_error_naming_the_file_and_the_field(tmp_path, tex
 def test_a_missing_file_is_left_to_the_caller(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_json_file(os.path.join(str(tmp_path), "absent.json"), DECISIONS)
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)],
+                         ids=["umask-022", "umask-027", "umask-077"])
+def test_a_written_file_has_the_mode_the_umask_gives_new_files(tmp_path, umask, mode):
+    """Not the temporary file's private 0600: a dataset converted by one user is readable by others (umask 022)."""
+    previous = os.umask(umask)
+    try:
+        assert current_umask() == umask
+        path = os.path.join(str(tmp_path), "info.json")
+        write_json_atomically(path, {"a": 1})
+    finally:
+        os.umask(previous)
+    assert os.stat(path).st_mode & 0o777 == mode

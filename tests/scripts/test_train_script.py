@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from datasets_support import three_class_image_folder
+from slim_mp.json_files import current_umask
 from script_runs import (
     EVAL_SCRIPT,
     LENET_ARGS,
@@ -62,6 +63,16 @@ def test_bfloat16_run_trains_float32_master_weights_as_well_as_float32(tmp_path)
     tags = summary_tags(mixed_run.train_dir)
     assert {"summaries/total_loss", "summaries/learning_rate", "summaries/losses/regularization"} <= tags
     assert any("loss_scale" in tag for tag in tags) and any("skipped_steps" in tag for tag in tags)
+
+
+def test_json_files_the_scripts_write_are_readable_as_the_umask_says():
+    """run_info.json, placement.json and metrics.json: 0644 under umask 022, as every other file written is."""
+    train_dir = trained_lenet("bfloat16").train_dir
+    eval_dir = evaluated_lenet().eval_dir
+    written = [os.path.join(train_dir, "run_info.json"), os.path.join(train_dir, "placement.json"),
+               os.path.join(eval_dir, "metrics.json")]
+    user_mode = 0o666 & ~current_umask()  # the scripts ran under this process's umask
+    assert {path: os.stat(path).st_mode & 0o777 for path in written} == {path: user_mode for path in written}
 
 
 def summary_tags(train_dir: str) -> set:

@@ -251,6 +251,7 @@ def trained_lenet(precision: str = "float32", steps: int = 30) -> TrainedRun:
 class EvaluatedRun:
     metrics: dict
     stdout: str
+    eval_dir: str
 
 
 EVAL_BATCH_SIZE = 300  # does not divide the 2000 test images, so the last, smaller batch is evaluated too
@@ -269,7 +270,8 @@ def evaluated_lenet() -> EvaluatedRun:
             handle.write(process.stdout)
 
     eval_dir = made_once(f"{os.path.basename(train_dir)}-eval", evaluate)
-    return EvaluatedRun(json.loads(_read(os.path.join(eval_dir, "metrics.json"))), _read(f"{eval_dir}.stdout"))
+    return EvaluatedRun(json.loads(_read(os.path.join(eval_dir, "metrics.json"))), _read(f"{eval_dir}.stdout"),
+                        eval_dir)
 
 
 PRELOADED_TASK = os.path.join(REPO_ROOT, "tests", "support", "preloaded_task.py")
