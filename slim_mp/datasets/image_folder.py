@@ -2,7 +2,9 @@
 
 Layout read: ``input_dir/<class name>/**/<image>.{jpg,jpeg,png}``; classes
 are the sub-folders in sorted order (label 0 is the first). Every image is
-decoded once; files that do not decode are skipped and listed, never fatal.
+decoded once; every other file (another image format, an empty file, one that
+does not decode, a hidden one, one outside the class folders) is skipped and
+listed with the reason, never fatal.
 The split is stratified and seeded, so the same folder and seed always give
 the same split.
 
@@ -24,8 +26,16 @@ import tensorflow as tf
 
 from slim_mp.datasets import image_folder_metadata as metadata
 from slim_mp.datasets import labels_file, tfrecord_format
+from slim_mp.json_files import current_umask
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+# Image formats a photo folder often holds besides those, by extension and by signature: TF-Slim's records hold
+# JPEG or PNG only, so such files are among the skipped ones, called what they are.
+OTHER_IMAGE_EXTENSIONS = {".bmp": "BMP", ".gif": "GIF", ".webp": "WebP", ".tif": "TIFF", ".tiff": "TIFF",
+                          ".heic": "HEIC", ".heif": "HEIF"}
+OTHER_IMAGE_SIGNATURES = ((b"BM", "BMP"), (b"GIF8", "GIF"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"))
+_HIDDEN_FOLDER = "hidden folder (left out with everything in it)"
+_SAVE_AS_PNG = "save it as PNG to include it"
 IMAGES_PER_SHARD = 1024
 
 
@@ -92,16 +102,52 @@ def list_classes(input_dir: str) -> list[str]:
     return classes
 
 
-def list_images(class_dir: str) -> list[str]:
-    """Return the JPEG/PNG files (by extension, any depth, hidden files excluded) under ``class_dir``, sorted."""
-    found = []
+def left_out_by_name(name: str) -> Optional[str]:
+    """Why the file called ``name`` is not converted, judged by its name alone; None for a JPEG/PNG candidate."""
+    if name.startswith("."):
+        return "hidden file (names starting with '.' are left out)"
+    extension = os.path.splitext(name)[1].lower()
+    if extension in IMAGE_EXTENSIONS:
+        return None
+    if extension in OTHER_IMAGE_EXTENSIONS:
+        return f"{OTHER_IMAGE_EXTENSIONS[extension]} image: only JPEG and PNG are converted; {_SAVE_AS_PNG}"
+    return f"not a JPEG/PNG file name ({extension or 'no extension'})"
+
+
+def list_images(class_dir: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The JPEG/PNG candidates under ``class_dir`` (by name, any depth), sorted, and ``(path, reason)`` of every
+    other file there; a hidden folder is one entry, left out with what it holds."""
+    found, left_out = [], []
     for root, dirs, files in os.walk(class_dir):
+        left_out.extend((os.path.join(root, name), _HIDDEN_FOLDER) for name in dirs if name.startswith("."))
         dirs[:] = [name for name in dirs if not name.startswith(".")]
-        found.extend(
-            os.path.join(root, name) for name in files
-            if not name.startswith(".") and name.lower().endswith(IMAGE_EXTENSIONS)
-        )
-    return sorted(found)
+        for name in files:
+            reason = left_out_by_name(name)
+            if reason is None:
+                found.append(os.path.join(root, name))
+            else:
+                left_out.append((os.path.join(root, name), reason))
+    return sorted(found), sorted(left_out)
+
+
+def _outside_classes(input_dir: str, class_names: list[str]) -> list[tuple[str, str]]:
+    """``(path, reason)`` of everything ``input_dir`` holds besides its class folders."""
+    left_out = []
+    for name in sorted(set(os.listdir(input_dir)) - set(class_names)):
+        path = os.path.join(input_dir, name)
+        left_out.append((path, _HIDDEN_FOLDER if os.path.isdir(path) else
+                         "not in a class sub-folder; move it into the sub-folder of its class"))
+    return left_out
+
+
+def _content_problem(encoded: bytes) -> str:
+    """Why ``encoded``, neither JPEG nor PNG by its signature, is not converted: what it is, when that is known."""
+    if not encoded:
+        return "empty file (0 bytes)"
+    for signature, name in OTHER_IMAGE_SIGNATURES:
+        if encoded.startswith(signature):
+            return f"content is a {name} image, not JPEG or PNG; {_SAVE_AS_PNG}"
+    return "content is neither JPEG nor PNG"
 
 
 def _inspect(path: str, label: int, probe: _ImageProbe) -> ImageEntry:
@@ -113,7 +159,7 @@ def _inspect(path: str, label: int, probe: _ImageProbe) -> ImageEntry:
         raise ValueError(f"cannot be read ({error.strerror})") from error
     image_format = tfrecord_format.sniff_image_format(encoded)
     if image_format is None:
-        raise ValueError("content is neither JPEG nor PNG")
+        raise ValueError(_content_problem(encoded))
     try:
         height, width, channels = probe.shape(encoded)
     except tf.errors.OpError as error:
@@ -123,13 +169,15 @@ def _inspect(path: str, label: int, probe: _ImageProbe) -> ImageEntry:
 
 def scan_images(input_dir: str, class_names: list[str]) -> tuple[list[ImageEntry], list[tuple[str, str]]]:
     """Decode every candidate image once; return the usable entries and ``(path, reason)`` of skipped files."""
-    entries, skipped = [], []
+    entries, skipped = [], _outside_classes(input_dir, class_names)
     probe = _ImageProbe()
     try:
         for label, class_name in enumerate(class_names):
             class_dir = os.path.join(input_dir, class_name)
             class_entries = []
-            for path in list_images(class_dir):
+            candidates, left_out = list_images(class_dir)
+            skipped.extend(left_out)
+            for path in candidates:
                 try:
                     class_entries.append(_inspect(path, label, probe))
                 except ValueError as error:
@@ -201,9 +249,7 @@ def _check_arguments(output_dir: str, validation_fraction: float, num_shards: Op
 
 def _publish(staging_dir: str, output_dir: str) -> None:
     """Give the finished staging folder ordinary permissions and move it to ``output_dir`` in one rename."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging_dir, 0o777 & ~umask)
+    os.chmod(staging_dir, 0o777 & ~current_umask())
     if os.path.isdir(output_dir):
         os.rmdir(output_dir)
     os.rename(staging_dir, output_dir)

@@ -10,6 +10,7 @@ import pytest
 from datasets_support import encode_images, read_all
 from script_runs import REPO_ROOT, check_bad_input, run_script
 from slim_mp.datasets import convert_image_folder, get_dataset
+from slim_mp.json_files import current_umask
 
 SCRIPT = os.path.join(REPO_ROOT, "scripts", "convert_image_folder.py")
 CLASSES = ["apple", "banana", "cherry"]
@@ -42,24 +43,52 @@ def make_folder(root: str, classes: list[str]) -> dict[bytes, int]:
     return png_pixels
 
 
+BMP_HEADER = b"BM" + bytes(52)  # the signature of a Windows bitmap (its content does not matter here)
+# Every file the converter does not take, relative to the input folder, and the reason it prints.
+NOT_TAKEN = {
+    os.path.join("banana", "broken.jpg"): "JPEG data does not decode",
+    os.path.join("banana", "empty.jpg"): "empty file (0 bytes)",
+    os.path.join("banana", "really_a_bitmap.jpg"):
+        "content is a BMP image, not JPEG or PNG; save it as PNG to include it",
+    os.path.join("banana", "scan.bmp"): "BMP image: only JPEG and PNG are converted; save it as PNG to include it",
+    os.path.join("banana", "phone.webp"): "WebP image: only JPEG and PNG are converted; save it as PNG to include it",
+    os.path.join("banana", ".DS_Store"): "hidden file (names starting with '.' are left out)",
+    os.path.join("banana", ".thumbnails"): "hidden folder (left out with everything in it)",
+    "README.md": "not in a class sub-folder; move it into the sub-folder of its class",
+    **{os.path.join(name, "nested" if name == CLASSES[0] else "", "notes.txt"): "not a JPEG/PNG file name (.txt)"
+       for name in CLASSES},
+}
+
+
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     root = tmp_path_factory.mktemp("convert")
     input_dir, output_dir = str(root / "photos"), str(root / "records")
     png_pixels = make_folder(input_dir, CLASSES)
-    open(os.path.join(input_dir, "banana", "broken.jpg"), "wb").write(b"\xff\xd8\xff" + bytes(range(200)))
+    banana = os.path.join(input_dir, "banana")
+    for name, content in (("broken.jpg", b"\xff\xd8\xff" + bytes(range(200))), ("empty.jpg", b""),
+                          ("really_a_bitmap.jpg", BMP_HEADER), ("scan.bmp", BMP_HEADER),
+                          ("phone.webp", b"RIFF\x00\x00\x00\x00WEBPVP8 "), (".DS_Store", b"\x00")):
+        open(os.path.join(banana, name), "wb").write(content)
+    os.makedirs(os.path.join(banana, ".thumbnails"))
+    open(os.path.join(banana, ".thumbnails", "img0.png"), "wb").write(encode_images([np.zeros((2, 2, 3), np.uint8)],
+                                                                                      "png")[0])
+    open(os.path.join(input_dir, "README.md"), "w").write("my photos")
     result = run_cli(f"--input_dir={input_dir}", f"--output_dir={output_dir}",
                      "--validation_fraction=0.2", "--seed=0", "--num_shards=2")
     return result, output_dir, png_pixels
 
 
-def test_cli_prints_summary_and_skips_the_corrupt_file(converted):
-    result, _, _ = converted
+def test_cli_prints_summary_and_every_file_it_did_not_take_with_the_reason(converted):
+    result, output_dir, _ = converted
     assert result.returncode == 0, result.stderr
     total = len(CLASSES) * IMAGES_PER_CLASS
     assert f"classes: 3 ({', '.join(CLASSES)})" in result.stdout
     assert f"train: {total - 6} images" in result.stdout and "validation: 6 images" in result.stdout
-    assert "skipped: 1 files" in result.stdout and "broken.jpg" in result.stdout
+    assert f"skipped: {len(NOT_TAKEN)} files" in result.stdout
+    input_dir = os.path.join(os.path.dirname(output_dir), "photos")
+    listed = dict(line.strip().split(": ", 1) for line in result.stdout.splitlines() if line.startswith("  "))
+    assert listed == {os.path.join(input_dir, path): reason for path, reason in NOT_TAKEN.items()}
 
 
 def test_output_files_labels_and_metadata(converted):
@@ -67,11 +96,14 @@ def test_output_files_labels_and_metadata(converted):
     assert open(os.path.join(output_dir, "labels.txt")).read() == "0:apple\n1:banana\n2:cherry\n"
     info = json.load(open(os.path.join(output_dir, "dataset_info.json")))
     assert info["class_names"] == CLASSES and info["channels"] == 3 and info["image_size"] == [SIZE, SIZE]
-    assert info["skipped_files"] == [os.path.join("banana", "broken.jpg")]
+    assert sorted(info["skipped_files"]) == sorted(NOT_TAKEN)
     assert {name: split["num_samples"] for name, split in info["splits"].items()} == {"train": 24, "validation": 6}
     expected_files = {f"{split}-0000{i}-of-00002.tfrecord" for split in ("train", "validation") for i in (0, 1)}
     assert set(os.listdir(output_dir)) == expected_files | {"labels.txt", "dataset_info.json"}
     assert not [name for name in os.listdir(os.path.dirname(output_dir)) if ".partial-" in name]
+    user_mode = 0o666 & ~current_umask()  # the script ran under this process's umask (0644 under 022)
+    assert {name: os.stat(os.path.join(output_dir, name)).st_mode & 0o777 for name in os.listdir(output_dir)} == {
+        name: user_mode for name in os.listdir(output_dir)}, "others read the data set as the umask says"
 
 
 def test_records_read_back_through_the_factory(converted):
