@@ -1,8 +1,11 @@
 """Read TF-Slim TFRecord files as ``(image, label)`` datasets, and name the file at fault when a read fails.
 
 TensorFlow reports a damaged file as ``DataLossError: corrupted record at N``
-without saying which file; ``named_read_errors`` turns that into a
-``ValueError`` naming it, so a bad shard among hundreds is easy to replace.
+without saying which file, and a shard removed or made unreadable mid-run as a
+``NotFoundError`` / ``PermissionDeniedError`` buried in a graph traceback;
+``named_read_errors`` turns each into one ``InputDataError`` sentence naming the
+file and the fix, so a bad shard among hundreds is easy to replace. A training
+loop catches ``InputDataError`` to save its last completed step before it stops.
 """
 
 import contextlib
@@ -18,9 +21,25 @@ from slim_mp.datasets import tfrecord_format
 from slim_mp.datasets.label_checks import LABEL_OUT_OF_RANGE, checked_labels, label_problem
 
 _PARALLEL_FILES = 4
+# What to do about a shard that vanished or became unreadable while the run read it, by the error's type.
+_LOST_FILE = {
+    tf.errors.NOT_FOUND: ("is gone (No such file or directory): it was removed, or its folder unmounted, while "
+                              "the run read it; put it back (or convert the data again)"),
+    tf.errors.PERMISSION_DENIED: "can no longer be read (Permission denied); give this user read permission on it",
+}
 _READ_FAILURE = re.compile(r"(?:corrupted|truncated) record at \d+|[^\n{}]*(?:No such file|Permission denied)[^\n]*")
 _WRONG_SHAPE = re.compile(r"(\[[\d,]+\]) is not compatible with expected shape (\[[\d,?]+\])")
 _UNDECODABLE = ("Unknown image file format", "Invalid PNG data", "Invalid JPEG data")
+
+
+class InputDataError(ValueError):
+    """The input data failed while the run read it: a damaged, truncated, removed or unreadable file, or a record
+    the model cannot take. The message is one sentence naming the file (``path``; None when no single file is at
+    fault) and the fix."""
+
+    def __init__(self, message: str, path: Optional[str] = None):
+        super().__init__(message)
+        self.path = path
 
 
 def _failure_reason(error: tf.errors.OpError) -> str:
@@ -118,7 +137,7 @@ def find_label_out_of_range(files: Sequence[str], num_classes: int) -> Optional[
 
 
 def check_tfrecord_file(path: str) -> None:
-    """Read every record of ``path``; raise ValueError naming the file if it is damaged or unreadable.
+    """Read every record of ``path``; raise ``InputDataError`` naming the file if it is damaged or unreadable.
 
     Reads the whole file, so it costs one pass over the data.
     """
@@ -129,45 +148,64 @@ def check_tfrecord_file(path: str) -> None:
         try:
             session.run(num_records)
         except (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.PermissionDeniedError) as error:
-            raise ValueError(
+            raise InputDataError(
                 f"TFRecord file {path} cannot be read ({_failure_reason(error)}); "
-                "replace it by running its converter again."
+                "replace it by running its converter again.", path
             ) from error
+
+
+def _lost_file(error: tf.errors.OpError, files: Sequence[str]) -> Optional[str]:
+    """The file of ``files`` that ``error`` (not found, permission denied) is about: the one its message names,
+    else the first that cannot be opened now; None when neither (the error is about something else)."""
+    named = [path for path in files if f"{path};" in error.message]
+    if named:
+        return named[0]
+    return next((path for path in files if not os.access(path, os.R_OK)), None)
 
 
 @contextlib.contextmanager
 def named_read_errors(files: Sequence[str], dataset_name: str, num_classes: Optional[int] = None) -> Iterator[None]:
-    """Turn TensorFlow read errors raised inside the block into a ValueError naming the damaged file.
+    """Turn TensorFlow read errors raised inside the block into an ``InputDataError`` naming the file at fault.
 
     Wrap the loop that pulls from a dataset made of ``files`` (eager iteration
     or ``session.run``). On ``DataLossError`` the files are checked in order
-    until the damaged one is found; undecodable and wrongly sized images are
-    reported too, and so is a label outside ``num_classes`` (naming shard, record and label).
+    until the damaged one is found; a file removed or made unreadable mid-run is
+    named from the error; undecodable and wrongly sized images are reported
+    too, and so is a label outside ``num_classes`` (naming shard, record and label).
     """
     try:
         yield
     except tf.errors.DataLossError as error:
         for path in files:
             check_tfrecord_file(path)
-        raise ValueError(
+        raise InputDataError(
             f"reading dataset '{dataset_name}' failed ({_failure_reason(error)}) although each "
             f"of its {len(files)} files reads back alone; check the disk holding them."
         ) from error
+    except (tf.errors.NotFoundError, tf.errors.PermissionDeniedError) as error:
+        path = _lost_file(error, files)
+        if path is None:
+            raise
+        raise InputDataError(
+            f"TFRecord file {path} of dataset '{dataset_name}' {_LOST_FILE[error.error_code]}, then run the same "
+            "command again.", path
+        ) from None
     except tf.errors.InvalidArgumentError as error:
         if num_classes is not None and LABEL_OUT_OF_RANGE in error.message:
             found = find_label_out_of_range(files, num_classes)
             if found is None:
                 raise
             path, index, label = found
-            raise ValueError(label_problem(f"shard {path} record {index}", label, num_classes, dataset_name)) from None
+            raise InputDataError(label_problem(f"shard {path} record {index}", label, num_classes, dataset_name),
+                                 path) from None
         wrong_shape = _WRONG_SHAPE.search(error.message)
         if wrong_shape:
-            raise ValueError(
+            raise InputDataError(
                 f"dataset '{dataset_name}' holds an image of shape {wrong_shape.group(1)} where "
                 f"{wrong_shape.group(2)} is expected; check that --dataset_name matches the files in --dataset_dir."
             ) from error
         if any(marker in error.message for marker in _UNDECODABLE):
-            raise ValueError(
+            raise InputDataError(
                 f"dataset '{dataset_name}' holds an image that is neither valid JPEG nor PNG; convert the data "
                 "again (the image-folder converter skips such files)."
             ) from error

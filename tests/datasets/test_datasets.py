@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from datasets_support import encode_images, read_all
-from slim_mp.datasets import fashion_mnist, get_dataset, idx_format, labels_file, tfrecord_format, tfrecord_reader
+from datasets_support import encode_images, read_all, three_class_image_folder
+from slim_mp.datasets import (
+    InputDataError, fashion_mnist, get_dataset, idx_format, labels_file, tfrecord_format, tfrecord_reader,
+)
 from slim_mp.datasets import image_folder_metadata as metadata
 
 # Facts of the official TF-Slim readers: split sizes, classes, and a file name each converter writes.
@@ -262,3 +264,56 @@ def test_image_of_the_wrong_size_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match=r"shape \[28,28,3\] where \[32,32,3\] is expected"):
         with spec.read_errors():
             read_all(spec.make_dataset)
+
+
+def training_batches(spec) -> tuple:
+    """A graph reading ``spec`` as training does (shuffled files, repeated for ever), its next-batch op, a session."""
+    graph = tf.Graph()
+    with graph.as_default():
+        batch = tf.compat.v1.data.make_one_shot_iterator(
+            spec.make_dataset(shuffle_files=True, seed=0).repeat().batch(4)).get_next()
+    return batch, tf.compat.v1.Session(graph=graph)
+
+
+@pytest.mark.parametrize("lose", ["removed", "replaced by a dangling link"])
+def test_a_shard_lost_mid_run_is_one_error_naming_it(tmp_path, lose):
+    """The shard goes while the reader is in its first pass; the next pass reopens it and fails."""
+    spec = get_dataset("image_folder", "train", three_class_image_folder(str(tmp_path), num_shards=3))
+    batch, session = training_batches(spec)
+    lost = spec.files[1]
+    with session, pytest.raises(InputDataError) as raised:
+        with spec.read_errors():
+            session.run(batch)
+            os.remove(lost)
+            if lose != "removed":
+                os.symlink(str(tmp_path / "unmounted" / "shard"), lost)
+            for _ in range(100):  # 30 images: a pass is 8 batches
+                session.run(batch)
+    assert raised.value.path == lost
+    assert str(raised.value) == (
+        f"TFRecord file {lost} of dataset 'image_folder' is gone (No such file or directory): it was removed, or its "
+        "folder unmounted, while the run read it; put it back (or convert the data again), then run the same "
+        "command again."
+    )
+
+
+def test_a_shard_that_became_unreadable_is_one_error_naming_it(tmp_path):
+    """TensorFlow's own error for a file whose permission was taken away ("<file>; Permission denied"), raised
+    here because the tests may run as root, whom no file permission stops."""
+    spec = get_dataset("image_folder", "train", three_class_image_folder(str(tmp_path), num_shards=3))
+    with pytest.raises(InputDataError) as raised:
+        with spec.read_errors():
+            raise tf.errors.PermissionDeniedError(None, None, f"Graph execution error:\n\n{spec.files[2]}; "
+                                                  "Permission denied\n\t [[{{node IteratorGetNext}}]]")
+    assert raised.value.path == spec.files[2]
+    assert str(raised.value) == (
+        f"TFRecord file {spec.files[2]} of dataset 'image_folder' can no longer be read (Permission denied); give "
+        "this user read permission on it, then run the same command again."
+    )
+
+
+def test_a_not_found_error_about_another_file_passes_through(tmp_path):
+    spec = get_dataset("image_folder", "train", three_class_image_folder(str(tmp_path), num_shards=3))
+    with pytest.raises(tf.errors.NotFoundError):
+        with spec.read_errors():
+            raise tf.errors.NotFoundError(None, None, "/elsewhere/model.ckpt-5.index; No such file or directory")
