@@ -12,17 +12,17 @@ Leaves alone: writing checkpoints (``checkpoint_save``), whether a checkpoint fi
 
 import dataclasses
 import os
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
 
 from slim_mp.training.checkpoint_state import (
-    MAX_TO_KEEP, NO_STEP, checkpoint_files_by_prefix, name_listing, read_state, step_key, write_state,
+    NO_STEP, checkpoint_files_by_prefix, name_listing, read_state, step_key, write_state,
 )
 
 # What TensorFlow's checkpoint reader raises for damaged files (its C++ status becomes one of these).
-_READ_FAILURES = (tf.errors.OpError, ValueError, IndexError, RuntimeError, OSError)
+READ_FAILURES = (tf.errors.OpError, ValueError, IndexError, RuntimeError, OSError)
 
 
 def has_checkpoints(train_dir: str) -> bool:
@@ -43,14 +43,14 @@ def checkpoint_damage(train_dir: str, prefix: str) -> Optional[str]:
         return f"{prefix}.index is missing"
     try:
         reader = tf.train.load_checkpoint(path)
-    except _READ_FAILURES as error:
+    except READ_FAILURES as error:
         logging.info("Reading %s.index failed: %s", prefix, error)
         return f"{prefix}.index is damaged"
     data_files = sorted(name for name in os.listdir(train_dir) if name.startswith(prefix + ".data-"))
     try:
         for name in reader.get_variable_to_shape_map():
             reader.get_tensor(name)
-    except _READ_FAILURES as error:
+    except READ_FAILURES as error:
         named = data_files[0] if len(data_files) == 1 else f"{prefix}.data-*"
         logging.info("Reading %s failed: %s", named, error)
         return f"{named} is damaged or truncated"
@@ -67,12 +67,18 @@ class CheckpointSurvey:
     state_problem: Optional[str]
 
 
-def survey_checkpoints(directory: str, flag: str) -> CheckpointSurvey:
+# Says what is wrong with a checkpoint prefix of a folder (naming the file), or None if it is intact.
+CheckpointInspection = Callable[[str, str], Optional[str]]
+
+
+def survey_checkpoints(directory: str, flag: str,
+                       inspect: CheckpointInspection = checkpoint_damage) -> CheckpointSurvey:
     """Find the newest intact checkpoint of ``directory`` without changing anything there.
 
     Checkpoints are those the state file lists and those whose files are present, newest first.
     Files of a save that a kill interrupted (no index, newer than the listed latest, state file
-    intact) are not damage.
+    intact) are not damage. ``inspect(directory, prefix)`` judges each candidate until one is intact
+    (by default ``checkpoint_damage``; an evaluation keeps the values it reads, ``checkpoint_read``).
 
     Raises:
       ValueError: naming ``flag`` and the damaged files when checkpoints exist but none is intact.
@@ -83,7 +89,7 @@ def survey_checkpoints(directory: str, flag: str) -> CheckpointSurvey:
     candidates = sorted(set(listed) | set(present), key=step_key, reverse=True)
     damaged = []
     for prefix in candidates:
-        problem = checkpoint_damage(directory, prefix)
+        problem = inspect(directory, prefix)
         if problem is None:
             return CheckpointSurvey(prefix, tuple(damaged), tuple(listed), state_problem)
         interrupted_save = (
@@ -152,5 +158,5 @@ def find_resume_checkpoint(train_dir: str) -> Optional[str]:
              if step_key(p) < step_key(chosen) and os.path.exists(os.path.join(train_dir, p + ".index"))),
             key=step_key,
         )
-        write_state(train_dir, (older + [chosen])[-MAX_TO_KEEP:])
+        write_state(train_dir, older + [chosen])  # the next save keeps the newest --max_to_keep of them
     return os.path.join(train_dir, chosen)

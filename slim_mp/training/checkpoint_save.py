@@ -78,9 +78,10 @@ def atomic_save(
     """Save ``session``'s variables as ``train_dir/model.ckpt-<global_step>``; return that prefix.
 
     The checkpoint has a ``.meta`` file (the graph, for ``tf.compat.v1.train.import_meta_graph``).
-    ``saver`` must be built with ``max_to_keep=None`` (this function does the bookkeeping). A step
-    that is already the latest checkpoint is not written again, since overwriting the files the
-    state file names would not be atomic.
+    ``saver`` must be built with ``max_to_keep=None`` (this function does the bookkeeping): the
+    newest ``max_to_keep`` checkpoints stay listed and on disk (0: every one). A step that is already
+    the latest checkpoint is not written again, since overwriting the files the state file names
+    would not be atomic.
     """
     remove_stale_temporaries(train_dir)
     name = f"{CHECKPOINT_BASENAME}-{global_step}"
@@ -89,7 +90,7 @@ def atomic_save(
         return os.path.join(train_dir, name)
     temp_dir = tempfile.mkdtemp(prefix=f"{TEMP_DIR_PREFIX}{writer_tag()}-", dir=train_dir)
     previous = [prefix for prefix in listed if prefix != name]
-    kept = (previous + [name])[-max_to_keep:]
+    kept = previous + [name] if max_to_keep == 0 else (previous + [name])[-max_to_keep:]
     try:
         saver.save(session, os.path.join(temp_dir, name), write_meta_graph=True, write_state=False)
         written = sorted(os.listdir(temp_dir), key=lambda file_name: file_name.endswith(".index"))

@@ -262,13 +262,13 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
                 if iterations % config.log_every_n_steps == 0:
                     print_line(_progress_line(values, throughput.rate()))
                 if is_chief and time.monotonic() - last_save >= config.save_interval_secs:
-                    atomic_save(built.saver, session, config.train_dir, step)
+                    atomic_save(built.saver, session, config.train_dir, step, config.max_to_keep)
                     last_save = time.monotonic()
     except KeyboardInterrupt as interrupt:
         saved = "the chief saves the checkpoints"
         if is_chief:
             step = int(session.run(built.global_step))  # the interrupted run() may or may not have finished
-            checkpoint = atomic_save(built.saver, session, config.train_dir, step)
+            checkpoint = atomic_save(built.saver, session, config.train_dir, step, config.max_to_keep)
             logging.info("Interrupted at step %d; saved %s", step, checkpoint)
             saved = f"saved {checkpoint}"
         if isinstance(interrupt, Terminated):
@@ -279,7 +279,7 @@ def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.
     if values is not None and iterations % config.log_every_n_steps != 0:
         print_line(_progress_line(values, throughput.rate()))
     # The chief saves the final step (a no-op if already saved); other workers leave checkpoints to it.
-    checkpoint = atomic_save(built.saver, session, config.train_dir, step) if is_chief else None
+    checkpoint = atomic_save(built.saver, session, config.train_dir, step, config.max_to_keep) if is_chief else None
     return TrainResult(
         global_step=step,
         loss=None if values is None else float(values["loss"]),

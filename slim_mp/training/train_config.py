@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 from absl import logging
 
 from slim_mp.config_fields import option
+from slim_mp.training.checkpoint_state import MAX_TO_KEEP
 from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.distribute import CloneDevices, ClusterLayout, make_cluster_layout
 from slim_mp.graph_pass import RewriteOptions
@@ -35,6 +36,11 @@ class TrainConfig(DataModelOptions):
         True, "Write histograms of the activations and model variables to TensorBoard (off: faster summaries)."
     )
     save_interval_secs: int = option(600, "Save a checkpoint every this many seconds (and always at the end).")
+    max_to_keep: int = option(
+        MAX_TO_KEEP, "Checkpoints kept in --train_dir, the newest; older ones are deleted at each save (as "
+        "tf.compat.v1.train.Saver(max_to_keep=...) does). 0 keeps every one. Keep more while evaluations of the "
+        "folder run beside training."
+    )
     task: int = option(0, "Task id of this replica.")
     weight_decay: float = option(0.00004, "The weight decay on the model weights.")
     quantize_delay: int = option(
@@ -116,6 +122,9 @@ def check_train_config(config: TrainConfig) -> None:
     for flag, value in (("log_every_n_steps", config.log_every_n_steps), ("batch_size", config.batch_size)):
         if value < 1:
             raise ValueError(f"--{flag}={value} must be a positive integer; pass e.g. --{flag}=10.")
+    if config.max_to_keep < 0:
+        raise ValueError(f"--max_to_keep={config.max_to_keep} is negative; pass the number of checkpoints to keep "
+                         f"(default {MAX_TO_KEEP}), or 0 to keep every one.")
     if config.max_number_of_steps is not None and config.max_number_of_steps < 0:
         raise ValueError(f"--max_number_of_steps={config.max_number_of_steps} is negative; pass a step count >= 1.")
     if config.train_image_size is not None and config.train_image_size < 1:

@@ -21,6 +21,8 @@ REFUSED = {
                               "--weight_decay=4e-05"),
     "negative save interval": (["--save_interval_secs=-5"], "error: --save_interval_secs=-5 must be a number >= 0",
                                "--save_interval_secs=600"),
+    "negative max_to_keep": (["--max_to_keep=-1"], "error: --max_to_keep=-1 is negative",
+                             "0 to keep every one"),
     "adam beta1 of 1": (["--optimizer=adam", "--adam_beta1=1.0"], "error: --adam_beta1=1.0 must lie in [0, 1)",
                         "--adam_beta1=0.9"),
     "negative adam beta2": (["--adam_beta2=-0.5"], "error: --adam_beta2=-0.5 must lie in [0, 1)", "--adam_beta2"),

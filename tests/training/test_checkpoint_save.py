@@ -1,6 +1,7 @@
 """Atomic checkpoints: a save that fails, or a run killed mid-save, leaves the previous checkpoint usable."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -75,6 +76,23 @@ def test_only_the_last_checkpoints_are_kept_and_listed_relative(tmp_path):
     assert not any(name.startswith(deleted) for name in os.listdir(train_dir))
     with open(os.path.join(train_dir, "checkpoint"), encoding="utf-8") as handle:
         assert str(tmp_path) not in handle.read()  # relative paths: the folder can be moved
+
+
+@pytest.mark.parametrize("max_to_keep, kept_steps", [(1, [4]), (2, [3, 4]), (0, [0, 1, 2, 3, 4])])
+def test_max_to_keep_keeps_the_newest_listed_and_on_disk_and_zero_keeps_every_one(tmp_path, max_to_keep, kept_steps):
+    """As tf.compat.v1.train.Saver(max_to_keep=...): the newest N stay; 0 deletes none."""
+    train_dir = str(tmp_path)
+    graph, _, _, saver = make_graph()
+    with graph.as_default(), tf1.Session(graph=graph) as session:
+        session.run(tf1.global_variables_initializer())
+        for step in range(5):
+            atomic_save(saver, session, train_dir, step, max_to_keep)
+    kept = [f"model.ckpt-{step}" for step in kept_steps]
+    state = tf.train.get_checkpoint_state(train_dir)
+    assert [os.path.basename(path) for path in state.all_model_checkpoint_paths] == kept
+    on_disk = {re.match(r"model\.ckpt-\d+", name).group(0) for name in os.listdir(train_dir)
+               if name.startswith("model.ckpt")}
+    assert sorted(on_disk) == sorted(kept)
 
 
 def test_a_relative_train_dir_names_its_checkpoints_so_the_latest_is_found(tmp_path, monkeypatch):
