@@ -14,7 +14,8 @@ The modules, in the order a run's data flows through them:
 - session: ``session_start`` (the chief restores or initialises, the other workers wait);
 - loop: ``loop`` (resume, log, summarise, save), holding ``run_dir`` (the folder's lock and disk errors);
 - checkpoints: ``checkpoint_state`` (names, the step key, the state file), ``checkpoint_folder``
-  (the survey and the resume pick), ``checkpoint_fit`` (does it fit this model),
+  (the survey and the resume pick), ``checkpoint_fit`` (does it fit this model), ``checkpoint_read`` (an
+  evaluation's one read, safe from a trainer's rotation),
   ``checkpoint_save`` (atomic saves) and ``scaled_checkpoint`` (a copy with scaled tensors);
 - evaluation: ``evaluation`` (top-1, top-5 and loss over a whole split).
 

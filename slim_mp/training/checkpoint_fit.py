@@ -15,6 +15,9 @@ import tensorflow as tf
 from slim_mp.loss_scale import LOSS_SCALE_STATE_NAMES
 from slim_mp.training.checkpoint_state import name_listing
 
+# The suffix tf.compat.v1.train.ExponentialMovingAverage gives the checkpoint names of its averages.
+MOVING_AVERAGE_NAME = "ExponentialMovingAverage"
+
 
 @dataclasses.dataclass(frozen=True)
 class Misfit:
@@ -65,19 +68,22 @@ def _missing_hint(missing: Sequence[str], stored: Sequence[str]) -> str:
     """The flag that most likely made the model have variables the checkpoint lacks."""
     if all(name.rsplit("/", 1)[-1] in LOSS_SCALE_STATE_NAMES for name in missing):
         return "--precision (the checkpoint has no loss-scale state)"
+    if all(name.endswith(f"/{MOVING_AVERAGE_NAME}") for name in missing):
+        return "--moving_average_decay (the checkpoint has no moving averages)"
     stored_names = set(stored)
     if all(name.rsplit("/", 1)[0] in stored_names for name in missing):
         return "--optimizer (these are optimizer slots)"
     return "--model_name"
 
 
-def check_checkpoint_fits(checkpoint: str, variables: dict, size_flag: str) -> None:
+def check_checkpoint_fits(checkpoint: str, variables: dict, size_flag: str, reader=None) -> None:
     """Raise ValueError unless each variable of ``variables`` ({checkpoint name: variable}) that ``checkpoint`` holds
     has its shape and dtype there; the message names the variable, both shapes and the flag that likely differs.
 
-    ``size_flag`` is the image-size flag of the calling script (``--train_image_size``, ``--eval_image_size``).
+    ``size_flag`` is the image-size flag of the calling script (``--train_image_size``, ``--eval_image_size``);
+    ``reader``: the checkpoint's reader when the caller already opened it (None opens one).
     """
-    misfits = checkpoint_misfits(tf.train.load_checkpoint(checkpoint), variables,
+    misfits = checkpoint_misfits(reader or tf.train.load_checkpoint(checkpoint), variables,
                                  lambda stored, wanted: stored == wanted)
     if misfits:
         raise ValueError(
@@ -87,10 +93,10 @@ def check_checkpoint_fits(checkpoint: str, variables: dict, size_flag: str) -> N
         )
 
 
-def check_checkpoint_complete(checkpoint: str, variables: dict) -> None:
+def check_checkpoint_complete(checkpoint: str, variables: dict, reader=None) -> None:
     """Raise ValueError naming the variables of ``variables`` ({checkpoint name: variable}) that ``checkpoint`` lacks,
-    and the flag that likely differs (a resume needs every one of them)."""
-    shapes = tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
+    and the flag that likely differs (a resume or an evaluation needs every one of them); ``reader`` as above."""
+    shapes = (reader or tf.train.load_checkpoint(checkpoint)).get_variable_to_shape_map()
     missing = [name for name in variables if name not in shapes]
     if missing:
         raise ValueError(

@@ -1,4 +1,9 @@
-"""Evaluate a checkpoint on a whole split: top-1, top-5 and mean loss, every example counted exactly once."""
+"""Evaluate a checkpoint on a whole split: top-1, top-5 and mean loss, every example counted exactly once.
+
+The checkpoint is read once, into memory, after the graph is built (``checkpoint_read``): its values and
+its global step come from one reader, so a training run rotating the folder meanwhile cannot take
+the step from under an evaluation that finished; the metrics are printed before they are written.
+"""
 
 import dataclasses
 import os
@@ -13,8 +18,7 @@ from slim_mp.config_fields import option
 from slim_mp.json_files import write_json_atomically
 from slim_mp.training.run_dir import disk_write_errors
 from slim_mp.training.data_model_options import DataModelOptions
-from slim_mp.training.checkpoint_fit import check_checkpoint_fits
-from slim_mp.training.checkpoint_folder import resolve_checkpoint
+from slim_mp.training.checkpoint_read import CheckpointValues, check_checkpoint_path, read_checkpoint_values
 from slim_mp.datasets import get_dataset
 from slim_mp.training.input_pipeline import InputOptions, negative_label_errors, next_batch
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
@@ -48,13 +52,25 @@ class EvalConfig(DataModelOptions):
 
 @dataclasses.dataclass(frozen=True)
 class _EvalGraph:
-    """The evaluation graph, its per-example outputs, and how to restore and read it."""
+    """The evaluation graph, its per-example outputs, and how to restore and read it.
+
+    ``restored`` maps checkpoint names to the variables they restore; ``restore`` assigns them the
+    values fed to ``restore_feeds`` (by the same names).
+    """
 
     graph: tf.Graph
     outputs: Dict[str, tf.Tensor]
-    saver: tf1.train.Saver
+    restore: tf.Operation
+    restore_feeds: Dict[str, tf.Tensor]
     read_errors: Callable[[], ContextManager[None]]
     restored: Dict[str, tf.Variable]
+
+
+def _restore_op(restored: Dict[str, tf.Variable]) -> Tuple[tf.Operation, Dict[str, tf.Tensor]]:
+    """One op assigning each variable of ``restored`` ({checkpoint name: variable}) the value fed by name."""
+    feeds = {name: tf1.placeholder(variable.dtype.base_dtype, variable.shape) for name, variable in restored.items()}
+    with tf.name_scope("restore"):
+        return tf.group(*[tf1.assign(variable, feeds[name]) for name, variable in restored.items()]), feeds
 
 
 def _build(config: EvalConfig) -> _EvalGraph:
@@ -94,36 +110,18 @@ def _build(config: EvalConfig) -> _EvalGraph:
             var_list = averages.variables_to_restore(slim.get_model_variables())
         else:
             var_list = {v.op.name: v for v in slim.get_variables_to_restore()}
-        return _EvalGraph(graph, outputs, tf1.train.Saver(var_list), dataset.read_errors, var_list)
-
-
-def _restore(built: _EvalGraph, session: tf1.Session, checkpoint: str) -> None:
-    """Restore the model (or its moving averages); a checkpoint of another model is a ValueError naming the flags."""
-    check_checkpoint_fits(checkpoint, built.restored, "--eval_image_size")
-    try:
-        built.saver.restore(session, checkpoint)
-    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:
-        raise ValueError(
-            f"--checkpoint_path={checkpoint} does not hold the variables of this model ({type(error).__name__}); "
-            "check --model_name, --dataset_name, --labels_offset and --moving_average_decay."
-        ) from error
-
-
-def _global_step(checkpoint: str) -> Optional[int]:
-    """The global step stored in ``checkpoint``, or None if it has none."""
-    reader = tf.train.load_checkpoint(checkpoint)
-    key = tf1.GraphKeys.GLOBAL_STEP
-    return int(reader.get_tensor(key)) if reader.has_tensor(key) else None
+        restore, restore_feeds = _restore_op(var_list)
+        return _EvalGraph(graph, outputs, restore, restore_feeds, dataset.read_errors, var_list)
 
 
 def _sum_over_split(
-    built: _EvalGraph, checkpoint: str, max_num_batches: Optional[int], labels_offset: int
+    built: _EvalGraph, checkpoint: CheckpointValues, max_num_batches: Optional[int], labels_offset: int
 ) -> Tuple[Dict[str, float], int]:
     """Run the outputs batch by batch until the split (or ``max_num_batches``) ends; return their sums and count."""
     sums = {"loss": 0.0, "top1": 0.0, "top5": 0.0}
     num_examples = num_batches = 0
     with tf1.Session(graph=built.graph) as session:
-        _restore(built, session, checkpoint)
+        session.run(built.restore, {built.restore_feeds[name]: value for name, value in checkpoint.values.items()})
         # A damaged input file, or a label made negative by --labels_offset, becomes a ValueError naming it.
         with built.read_errors(), negative_label_errors(labels_offset):
             while max_num_batches is None or num_batches < max_num_batches:
@@ -164,9 +162,11 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
         raise ValueError(f"--master={config.master} is not yet supported (local evaluation only); use --master=''.")
     if config.max_num_batches is not None and config.max_num_batches < 1:
         raise ValueError(f"--max_num_batches={config.max_num_batches} must be >= 1; pass a positive count or unset it.")
-    checkpoint = resolve_checkpoint(config.checkpoint_path)
+    check_checkpoint_path(config.checkpoint_path)  # before the build: a wrong path is told at once
     prepare_output_dir(config.eval_dir, "--eval_dir")
-    sums, num_examples = _sum_over_split(_build(config), checkpoint, config.max_num_batches, config.labels_offset)
+    built = _build(config)
+    checkpoint = read_checkpoint_values(config.checkpoint_path, built.restored, "--eval_image_size")
+    sums, num_examples = _sum_over_split(built, checkpoint, config.max_num_batches, config.labels_offset)
     if num_examples == 0:
         raise ValueError(f"--dataset_split_name={config.dataset_split_name} has no examples; pick a non-empty split.")
     metrics = {
@@ -174,13 +174,14 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
         "top5": sums["top5"] / num_examples,
         "loss": sums["loss"] / num_examples,
         "num_examples": num_examples,
-        "global_step": _global_step(checkpoint),
-        "checkpoint": checkpoint,
+        "global_step": checkpoint.global_step,
+        "checkpoint": checkpoint.prefix,
     }
     # Printed first, so a disk that refuses the files below does not lose the numbers.
     print_line(" ".join(f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
                         for key, value in metrics.items()))
-    with disk_write_errors(config.eval_dir, "--eval_dir", lambda: f"{checkpoint} is untouched (metrics printed above)"):
+    with disk_write_errors(config.eval_dir, "--eval_dir",
+                           lambda: f"{checkpoint.prefix} is untouched (metrics printed above)"):
         write_json_atomically(os.path.join(config.eval_dir, METRICS_FILENAME), metrics)
         write_eval_summaries(config.eval_dir, metrics)
     return metrics
