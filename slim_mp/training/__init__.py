@@ -9,7 +9,8 @@ The modules, in the order a run's data flows through them:
 - data: ``input_pipeline`` (tf.data, decoded, preprocessed and batched);
 - model: ``model_setup`` (network, preprocessing, input size, output folders);
 - graph: ``fault_injection`` (test-only inf gradients), ``fine_tune_restore`` (the pretrained
-  variables' restore op), ``train_graph`` (clones, losses, optimizer, mixed precision) and
+  variables' restore op), ``memory_fit`` (will the step fit this process's memory; out of memory as one
+  sentence), ``train_graph`` (clones, losses, optimizer, mixed precision) and
   ``live_graph`` (what the rewrite left live, for TensorBoard and ``.meta`` files);
 - session: ``session_start`` (the chief restores or initialises, the other workers wait);
 - loop: ``loop`` (resume, log, summarise, save), holding ``run_dir`` (the folder's lock and disk errors);

@@ -16,6 +16,7 @@ from absl import app
 from absl import flags as absl_flags
 
 from slim_mp.config_fields import command_line_message, field_help
+from slim_mp.training.memory_fit import StepSettings, memory_exhaustion, memory_limit, out_of_memory_sentence
 
 FLAGS = absl_flags.FLAGS
 ConfigT = TypeVar("ConfigT")
@@ -108,6 +109,20 @@ def _report_and_exit(error: BaseException, message: str, code: int) -> None:
     sys.exit(code)
 
 
+# The image-size flag of each script that sizes a step (train, eval, export).
+_IMAGE_SIZE_FLAGS = ("train_image_size", "eval_image_size", "image_size")
+
+
+def _step_settings() -> Optional[StepSettings]:
+    """The step the command line asked for (network, batch size, precision, image size), or None in a script
+    that builds no network step."""
+    if not all(name in FLAGS for name in ("model_name", "batch_size", "precision")):
+        return None
+    image_flag = next((name for name in _IMAGE_SIZE_FLAGS if name in FLAGS), _IMAGE_SIZE_FLAGS[0])
+    return StepSettings(FLAGS.model_name, FLAGS.batch_size, FLAGS.precision,
+                        FLAGS[image_flag].value if image_flag in FLAGS else None, f"--{image_flag}")
+
+
 def _list_in_short_help() -> None:
     """Show the flags defined here (those of the config dataclasses, ``--verbose``) in the script's ``--helpshort``.
 
@@ -123,8 +138,9 @@ def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
 
     Bad input (``UsageError``, ``ValueError``, ``TypeError``) prints one ``error: ...`` line
     naming the flag and the fix and exits with status 2, with the traceback only under
-    ``--verbose``; Ctrl-C exits with status 130 and SIGTERM during training with 143 (training saves a
-    checkpoint first). With
+    ``--verbose``; so does memory that ran out (``memory_fit``: the sentence names ``--batch_size``,
+    the precision and the benchmark command that finds what fits). Ctrl-C exits with status 130 and
+    SIGTERM during training with 143 (training saves a checkpoint first). With
     ``takes_arguments`` the arguments after ``--`` are passed to ``main`` as a list; otherwise
     any positional argument is an error.
     """
@@ -142,8 +158,14 @@ def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM during training (its own message and status)
             code = getattr(interrupt, "exit_code", EXIT_INTERRUPTED)
             _report_and_exit(interrupt, str(interrupt) or "interrupted", code)
-        except (app.UsageError, ValueError, TypeError) as error:  # a library argument's error names its flag
-            _report_and_exit(error, command_line_message(error), EXIT_BAD_INPUT)
+        except Exception as error:  # re-raised below unless memory ran out or the input is bad
+            exhausted = memory_exhaustion(error)
+            if exhausted is not None:
+                _report_and_exit(error, out_of_memory_sentence(exhausted, _step_settings(), memory_limit()),
+                                 EXIT_BAD_INPUT)
+            if isinstance(error, (app.UsageError, ValueError, TypeError)):  # a library argument's names its flag
+                _report_and_exit(error, command_line_message(error), EXIT_BAD_INPUT)
+            raise
 
     _list_in_short_help()
     app.run(guarded, flags_parser=_parse_flags)

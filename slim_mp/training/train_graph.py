@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_slim as slim
+from absl import logging
 
 from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport, in_scopes
 from slim_mp.training.fine_tune_restore import InitFn, fine_tune_init_fn
@@ -21,6 +22,7 @@ from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.fault_injection import inject_nonfinite_gradients
 from slim_mp.training.input_pipeline import InputFeed, InputOptions, make_fed_iterator
 from slim_mp.training.learning_rate import make_learning_rate
+from slim_mp.training.memory_fit import StepSettings, check_step_fits
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.numerics import NonfiniteProbe, graph_probes
 from slim_mp.training.model_setup import input_size, network_and_preprocessing
@@ -222,6 +224,30 @@ def dataset_and_network(config: TrainConfig, is_training: bool) -> Tuple[Dataset
     return dataset, num_classes, network_fn, preprocess
 
 
+def _check_memory(config: TrainConfig, batch_spec: Tuple[tf.TensorSpec, tf.TensorSpec], network_fn,
+                  num_classes: int) -> None:
+    """Before the pass and the session: stop (or warn) when this process's memory limit cannot hold the step.
+
+    ``memory_fit.check_step_fits`` builds a float32 step of the same network and batch in a graph of
+    its own, only where the process has a limit.
+    """
+    images_spec, labels_spec = batch_spec
+
+    def float32_step() -> tf.Operation:
+        images = tf1.placeholder(tf.float32, images_spec.shape)
+        logits, end_points = network_fn(images)
+        add_classification_losses(logits, end_points, tf1.placeholder(labels_spec.dtype, labels_spec.shape),
+                                  num_classes, config.label_smoothing)
+        gradients = tf.gradients(tf1.losses.get_total_loss(), tf1.trainable_variables())
+        return tf.group(*[gradient for gradient in gradients if gradient is not None])
+
+    settings = StepSettings(config.model_name, config.batch_size, config.precision_options.precision,
+                            config.train_image_size)
+    warning = check_step_fits(settings, float32_step, config.num_clones)
+    if warning:
+        logging.warning("%s", warning)
+
+
 def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
     """Build the whole training graph of ``config`` for this process of ``layout`` (nothing runs yet)."""
     graph = tf.Graph()
@@ -233,6 +259,7 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         global_step = tf1.train.get_or_create_global_step()
         inputs_device = f"{layout.worker_device}/device:CPU:0"
         iterator, input_feed = training_input_iterator(config, dataset, preprocess, network_fn, inputs_device)
+        _check_memory(config, iterator.element_spec, network_fn, num_classes)
         clones = create_clones(
             _model_fn(iterator, network_fn, inputs_device, num_classes, config.label_smoothing),
             _clone_devices(config, layout),
