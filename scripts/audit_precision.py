@@ -9,6 +9,8 @@ Takes the model, dataset and checkpoint flags of ``train_image_classifier.py`` p
 recommendation (``--mp_keep_fp32_scopes``, ``--loss_scale``) to train with.
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 import time
 
 from absl import flags as absl_flags

@@ -16,6 +16,8 @@ DIR/placements/); then, the load stopped, float32 and each decided placement are
 side, and the reports show per model "decided under load" and "quiet re-timing".
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 import os
 
 

@@ -7,6 +7,8 @@ pair, the median of the round-by-round ratios. The floor builds the same network
 (float32-storage custom getter), with the same cross-entropy loss, as the fastest a graph pass could hope for.
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 import statistics
 
 from absl import flags

@@ -8,6 +8,8 @@ Same weights (``--checkpoint_path`` or a fresh ``--seed``-ed initialisation), sa
 mode; prints the table and writes ``layer_diff.json``, ``layer_diff.md`` and ``layer_diff.png``.
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 from absl import flags as absl_flags
 
 from slim_mp.measure.numerics_report import LAYER_DIFF_FILES, run_layer_diff

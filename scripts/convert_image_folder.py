@@ -8,6 +8,8 @@ classes, images per split and skipped files; on bad input prints one error
 line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 from absl import flags
 
 from slim_mp.datasets import ConversionSummary, convert_image_folder

@@ -8,6 +8,8 @@ The flags are those of TF-Slim's original ``eval_image_classifier.py`` plus ``--
 Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 from slim_mp.training import EvalConfig, cli, evaluate
 
 cli.define_flags(EvalConfig)

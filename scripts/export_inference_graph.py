@@ -10,6 +10,8 @@ The flags of TF-Slim's official ``export_inference_graph.py`` keep their names a
 and outputs stay float32) and ``--saved_model_dir`` also writes a SavedModel for serving.
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 from slim_mp.export.exporter import export_model
 from slim_mp.export.inference_graph import ExportConfig
 from slim_mp.training import cli

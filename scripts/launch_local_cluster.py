@@ -12,6 +12,8 @@ launcher is forwarded to the chief first, which saves the current step and exits
 tasks; a line per task says how it ended, and the launcher exits 130 (SIGINT) or 143 (SIGTERM).
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 import os
 import sys
 

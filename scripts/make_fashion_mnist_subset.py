@@ -8,6 +8,8 @@ writes ``slim_mp/datasets/data/fashion_mnist_10k.npz`` (uint8 arrays
 flags always give byte-identical arrays.
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 import os
 
 import numpy as np

@@ -12,6 +12,8 @@ A ``--train_dir`` that already holds the run resumes it (nothing to do once it r
 Bad input prints one ``error: ...`` line and exits with status 2.
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 import dataclasses
 import os
 

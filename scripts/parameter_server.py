@@ -6,6 +6,8 @@ It serves the shared variables until stopped. ``scripts/launch_local_cluster.py`
 a cluster on one machine. Bad input prints one ``error: ...`` line and exits with status 2.
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 from slim_mp.distribute.cluster import ParameterServerConfig, serve_parameter_server
 from slim_mp.training import cli
 

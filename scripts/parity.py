@@ -14,6 +14,8 @@ of those runs records how many conv/matmul-class ops it ran low.
 Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 import time
 
 from slim_mp.measure.parity.parity_config import ParityConfig

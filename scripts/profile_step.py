@@ -15,6 +15,8 @@ step: open it in Perfetto, https://ui.perfetto.dev, or chrome://tracing to see t
 where the casts sit).
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 from absl import flags
 
 from slim_mp.devices import detect_device

@@ -8,6 +8,8 @@ meaning; ``--precision``, ``--loss_scale*`` and ``--mp_*`` are new. Bad input pr
 ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 from slim_mp.training import cli, train
 from slim_mp.training.train_config import TrainConfig, check_command_line_config
 

@@ -7,6 +7,8 @@ inserted in the forward graph, casts in the whole train step (forward and backwa
 conv/matmul left in float32 (should be none).
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 import time
 
 import numpy as np

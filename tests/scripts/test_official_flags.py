@@ -71,7 +71,8 @@ FIELD_TYPES = {"string": str, "integer": int, "float": float, "bool": bool}
 
 # Loads one script as a module (its main does not run) and prints {flag: [type, default]} as JSON.
 DUMP_FLAGS = r"""
-import importlib.util, json, sys
+import importlib.util, json, os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[1]))  # as `python script.py` does: the script's folder first
 spec = importlib.util.spec_from_file_location("script_under_test", sys.argv[1])
 spec.loader.exec_module(importlib.util.module_from_spec(spec))
 from absl import flags
