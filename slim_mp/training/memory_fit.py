@@ -19,6 +19,8 @@ docs/operations.md says how to size the batch first.
 """
 
 import dataclasses
+import errno
+import os
 import re
 import resource
 from typing import Callable, List, Optional
@@ -42,6 +44,8 @@ ALLOCATOR_HEADROOM = 2.0
 _ALLOCATION = re.compile(r"OOM when allocating tensor with (shape\[[\d,]*\])")
 _NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 _THREAD_START = "can't start new thread"
+# How TensorFlow's ResourceExhaustedError words a full disk (not memory).
+_DISK_FULL = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
 # cgroup limits this large mean none (v1 writes the largest page-aligned 64-bit number).
 _NO_CGROUP_LIMIT = 2 ** 62
 _CGROUP_ROOT = "/sys/fs/cgroup"
@@ -125,16 +129,25 @@ def memory_limit() -> Optional[MemoryLimit]:
     return min(limits, key=lambda limit: limit.available, default=None)
 
 
+def _says_memory_ran_out(error: BaseException) -> bool:
+    """True for an error of memory that ran out (TensorFlow names a full disk ``ResourceExhaustedError`` too)."""
+    if isinstance(error, tf.errors.ResourceExhaustedError):
+        return not any(reason in (error.message or "") for reason in _DISK_FULL)
+    return isinstance(error, MemoryError) or (isinstance(error, RuntimeError) and _THREAD_START in str(error))
+
+
 def memory_exhaustion(error: BaseException) -> Optional[BaseException]:
-    """The error in ``error``'s chain (itself, its causes and contexts) that says memory ran out, or None."""
+    """The error in ``error``'s chain that says memory ran out, or None.
+
+    The chain is the one Python's traceback shows: the cause, else the context unless suppressed
+    (``raise ... from None``: an error already explained, such as a full disk, is not memory's).
+    """
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, (tf.errors.ResourceExhaustedError, MemoryError)):
+        if _says_memory_ran_out(error):
             return error
-        if isinstance(error, RuntimeError) and _THREAD_START in str(error):
-            return error
-        error = error.__cause__ or error.__context__
+        error = error.__cause__ if error.__cause__ is not None or error.__suppress_context__ else error.__context__
     return None
 
 

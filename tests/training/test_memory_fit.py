@@ -28,6 +28,21 @@ def chained(outer: BaseException, inner: BaseException) -> BaseException:
         return caught
 
 
+def explained(outer: BaseException, inner: BaseException) -> BaseException:
+    """``outer`` raised ``from None`` while handling ``inner`` (an error already explained), caught."""
+    try:
+        try:
+            raise inner
+        except BaseException:
+            raise outer from None
+    except BaseException as caught:
+        return caught
+
+
+DISK_FULL = tf.errors.ResourceExhaustedError(None, None, "runs/train/model.ckpt-5_temp/part-00000-of-00001.data-"
+                                                         "00000-of-00001.tempstate1; No space left on device")
+
+
 @pytest.mark.parametrize("error, found", [
     (tf.errors.ResourceExhaustedError(None, None, OOM_MESSAGE), 0),
     (MemoryError(), 0),
@@ -36,8 +51,10 @@ def chained(outer: BaseException, inner: BaseException) -> BaseException:
     (chained(ValueError("timing failed"), MemoryError()), 1),
     (ValueError("--batch_size=0 must be a positive integer"), None),
     (RuntimeError("something else"), None),
+    (DISK_FULL, None),
+    (explained(ValueError("cannot write to --train_dir=runs/train (No space left on device)"), MemoryError()), None),
 ], ids=["resource exhausted", "memory error", "thread start", "thread start after oom", "under a value error",
-        "bad input", "another runtime error"])
+        "bad input", "another runtime error", "a full disk", "an error raised from None"])
 def test_memory_that_ran_out_is_found_in_the_chain(error, found):
     chain = [error, error.__context__]
     assert memory_exhaustion(error) is (None if found is None else chain[found])
