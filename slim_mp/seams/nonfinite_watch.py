@@ -3,13 +3,12 @@
 With probes, each step first reads its batch and loss scale (the probes' ``captured`` tensors)
 and then runs the unchanged train step with them fed, so a failing step can be replayed: after a
 step skipped for non-finite gradients, or a step whose loss check failed, the probes' is-finite
-flags run once on the same inputs. Without probes nothing changes. Our loop, the step function
-and the hook each build one from the graph (``for_graph``), which also tells the graph that its
+flags run once on the same inputs. Without probes nothing changes. The watched step of every loop
+(``step_watch``) builds one from the graph (``for_graph``), which also tells the graph that its
 probes are watched (no "nothing runs them" warning).
 """
 
-import contextlib
-from typing import Dict, Iterator, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -79,14 +78,3 @@ class NonfiniteWatch:
         guard = divergence is not None and divergence.check == LOSS_SCALE_GUARD
         origin = self.last_origin if guard or session is None else self._diagnose(session, feed)
         return error if origin is None else with_diagnosis(error, origin.describe())
-
-    @contextlib.contextmanager
-    def explaining_failure(self, session: tf.compat.v1.Session, feed: Feed) -> Iterator[None]:
-        """Within the block, a failing step's error gets the origin of its inf/NaN (see ``explain``)."""
-        try:
-            yield
-        except tf.errors.InvalidArgumentError as error:
-            explained = self.explain(error, session, feed)
-            if explained is error:
-                raise
-            raise explained from error

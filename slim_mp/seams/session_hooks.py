@@ -16,8 +16,6 @@ from typing import Iterator, Optional
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.seams.divergence_report import report_uncaught_divergence
-from slim_mp.loss_scale import TrainingDivergedError
 from slim_mp.seams.step_watch import StepWatch, existing_step_watch, step_watch
 
 tf1 = tf.compat.v1
@@ -49,8 +47,7 @@ class TrainStepHook(tf1.train.SessionRunHook):
         if self._global_step is None:
             raise ValueError("TrainStepHook needs a global step; create it with "
                              "tf.compat.v1.train.get_or_create_global_step() before MonitoredTrainingSession.")
-        self._watch = step_watch(tf1.get_default_graph())
-        self._watch.global_step = self._global_step
+        self._watch = step_watch(tf1.get_default_graph(), self._global_step)
 
     def after_create_session(self, session: tf1.Session, coord: tf1.train.Coordinator) -> None:
         del coord
@@ -58,12 +55,12 @@ class TrainStepHook(tf1.train.SessionRunHook):
         self._watch.sigterm.install()
 
     def before_run(self, run_context: tf1.train.SessionRunContext) -> tf1.train.SessionRunArgs:
-        self._watch.last_feed = self._watch.before_step(run_context.session)
-        return tf1.train.SessionRunArgs(self._loss, feed_dict=self._watch.last_feed or None)
+        feed = self._watch.capture(run_context.session)
+        return tf1.train.SessionRunArgs(self._loss, feed_dict=feed or None)
 
     def after_run(self, run_context: tf1.train.SessionRunContext, run_values: tf1.train.SessionRunValues) -> None:
-        loss = None if self._loss is None else float(run_values.results)
-        self._watch.after_step(run_context.session, loss, self._watch.last_feed, self._global_step)
+        values = {} if self._loss is None else {"loss": float(run_values.results)}
+        self._watch.after_step(run_context.session, values)
         if int(self._watch.last_values["step"]) % self._every == 0:
             logging.info("%s", self._watch.progress_line())
         if self._watch.stop_requested("the CheckpointSaverHook"):
@@ -74,12 +71,12 @@ class TrainStepHook(tf1.train.SessionRunHook):
         self._watch.sigterm.restore()
 
 
-def _diverged(watch: StepWatch, error: tf.errors.OpError) -> Optional[TrainingDivergedError]:
-    """``watch.diverged`` replaying on the hook's session while it is open (inside the session's block)."""
+def _raise_if_diverged(watch: StepWatch, error: tf.errors.OpError) -> None:
+    """``watch.raise_if_diverged``, replaying on the hook's session while it is open (inside the session's block)."""
     try:
-        return watch.diverged(error, watch.session, watch.last_feed, watch.global_step)
+        watch.raise_if_diverged(error, watch.session)
     except RuntimeError:  # the session is closed: the block is outside the session's ``with``
-        return watch.diverged(error, None, {})
+        watch.raise_if_diverged(error, None)
 
 
 @contextlib.contextmanager
@@ -99,11 +96,9 @@ def reporting_divergence() -> Iterator[None]:
         yield
     except tf.errors.InvalidArgumentError as error:
         watch = existing_step_watch(graph)
-        diverged = _diverged(watch, error) if watch is not None else None
-        if diverged is None:
-            raise
-        report_uncaught_divergence()
-        raise diverged from None
+        if watch is not None:
+            _raise_if_diverged(watch, error)
+        raise
     finally:
         watch = existing_step_watch(graph)
         if watch is not None:  # the hook's end() does not run after an error

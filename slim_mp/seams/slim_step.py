@@ -19,7 +19,6 @@ from typing import Any, Dict, Tuple
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.seams.divergence_report import report_uncaught_divergence
 from slim_mp.seams.step_watch import step_watch
 
 _STOP_FLAGS = ("should_log", "should_stop")
@@ -47,28 +46,19 @@ def train_step(sess: tf.compat.v1.Session, train_op: tf.Tensor, global_step: tf.
     if "should_trace" in train_step_kwargs:
         raise ValueError("train_step_fn=slim_mp.train_step writes no traces; drop trace_every_n_steps from "
                          "slim.learning.train, or profile with slim's own train_step.")
-    watch = step_watch(sess.graph)
+    watch = step_watch(sess.graph, global_step)
     watch.sigterm.install()
     try:
-        feed = watch.before_step(sess)
-        try:
-            loss = float(sess.run(train_op, feed_dict=feed or None))
-        except tf.errors.InvalidArgumentError as error:
-            diverged = watch.diverged(error, sess, feed, global_step)
-            if diverged is None:
-                raise
-            report_uncaught_divergence()
-            raise diverged from None
         flags = {key: train_step_kwargs[key] for key in _STOP_FLAGS if key in train_step_kwargs}
-        flag_values = watch.after_step(sess, loss, feed, global_step, flags)
+        values = watch.step(sess, {"loss": train_op}, read_after=flags)
     except BaseException:
         watch.sigterm.restore()
         raise
-    if flag_values.get("should_log", False):
+    if values.get("should_log", False):
         logging.info("%s", watch.progress_line())
-    should_stop = bool(flag_values.get("should_stop", False))
+    should_stop = bool(values.get("should_stop", False))
     if should_stop:
         watch.sigterm.restore()
     elif watch.stop_requested("slim.learning.train's final save"):
         should_stop = True
-    return loss, should_stop
+    return float(values["loss"]), should_stop

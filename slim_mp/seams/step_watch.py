@@ -1,64 +1,114 @@
-"""What a user's train step needs beyond the run itself, kept per graph: shared by the step function and the hook.
+"""One watched train step, the same for every loop: ours, ``slim_mp.train_step`` and ``TrainStepHook``.
 
-``StepWatch`` finds everything from the graph (the loss-scale and skipped-steps tensors the optimizer
-registered, the non-finite probes, the batch size), so a step function of ``slim.learning.train``
-or a ``SessionRunHook``, which get only a session, give what our loop gives: the non-finite
-diagnosis of a skipped step, progress lines with loss scale, skipped steps and images/s,
-divergence as a ``TrainingDivergedError``, and a stop after SIGTERM so the loop's own final save
-writes the current step.
+As torch's ``GradScaler`` is one set of verbs every training loop calls, ``StepWatch`` is the one
+set of verbs around a train step's ``session.run``, found from the graph alone: the loss-scale and
+skipped-steps tensors the optimizer registered, the non-finite probes, the batch size. A loop that
+owns its run calls ``step``; the loop around it (its schedule of summaries, logs and saves) stays
+the loop's own::
+
+    watch = step_watch(graph, global_step)
+    while not done:
+        values = watch.step(session, {"loss": train_op})  # capture, run with the diagnosis, after-step
+        if int(values["step"]) % 100 == 0:
+            print(watch.progress_line())                   # step= loss= loss_scale= skipped= images/s=
+
+``step`` is ``capture`` (the batch, for the probes), ``run`` (a divergence becomes one
+``TrainingDivergedError`` sentence with the diagnosis) and ``after_step`` (the progress values, the
+replay of a skipped step, throughput). A loop that does not own its run (a ``SessionRunHook``)
+calls them one by one, and ``raise_if_diverged`` on the run's error. ``stop_requested`` is the
+seams' SIGTERM: they ask their loop to stop so its own final save writes the current step, where our
+loop stops in place (``preemption``).
 """
 
 import dataclasses
 import weakref
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.loss_scale import TrainingDivergedError
-from slim_mp.seams.divergence_report import diverged_error
+from slim_mp.seams.divergence_report import diverged_error, report_uncaught_divergence
 from slim_mp.seams.nonfinite_watch import Feed, NonfiniteWatch
 from slim_mp.seams.preemption import SigtermStop
 from slim_mp.seams.progress import Throughput, format_progress, graph_progress_tensors, images_per_step
+
+Fetches = Dict[str, Any]
+# The values a progress line shows, in the keys of our loop's progress tensors.
+PROGRESS_KEYS = ("step", "loss", "loss_scale", "skipped", "learning_rate")
 
 _WATCHES: "weakref.WeakKeyDictionary[tf.Graph, StepWatch]" = weakref.WeakKeyDictionary()
 
 
 @dataclasses.dataclass
 class StepWatch:
-    """The per-graph state of a user's train steps: probes, progress tensors, throughput, SIGTERM, the last step."""
+    """The verbs of one watched train step, and the per-graph state they keep (see the module docstring).
+
+    ``progress`` are the tensors read after the step when its run did not fetch them (the global
+    step, and the loss scale and skipped steps of a loss-scaling optimizer); ``loss_scale`` is the
+    scale a divergence sentence names (None without loss scaling).
+    """
 
     nonfinite: NonfiniteWatch
+    global_step: tf.Tensor
     progress: Dict[str, tf.Tensor]
     throughput: Optional[Throughput]
+    loss_scale: Optional[tf.Tensor] = None
     sigterm: SigtermStop = dataclasses.field(default_factory=SigtermStop)
     last_values: Optional[Dict[str, float]] = None
-    # Set by the hook, for ``reporting_divergence``: the raw session, its global step, the running step's feed.
-    session: Optional[tf.compat.v1.Session] = None
-    global_step: Optional[tf.Tensor] = None
+    first_step: Optional[int] = None  # the global step the loop started from, read at its first step
+    # The running step's feed, and (set by the hook, for ``reporting_divergence``) the raw session.
     last_feed: Feed = dataclasses.field(default_factory=dict)
+    session: Optional[tf.compat.v1.Session] = None
 
-    def before_step(self, session: tf.compat.v1.Session) -> Feed:
+    def capture(self, session: tf.compat.v1.Session) -> Feed:
         """Read the step's batch for the probes (empty without them); the step runs with it fed."""
-        return self.nonfinite.capture(session)
+        if self.first_step is None:
+            self.first_step = int(session.run(self.global_step))
+        self.last_feed = self.nonfinite.capture(session)
+        return self.last_feed
 
-    def after_step(self, session: tf.compat.v1.Session, loss: Optional[float], feed: Feed, global_step: tf.Tensor,
-                   extra: Optional[Dict[str, tf.Tensor]] = None) -> Dict[str, np.ndarray]:
-        """Read the step, loss scale and skipped steps (and ``extra``) once the step is done; return ``extra``'s values.
+    def step_taken(self) -> int:
+        """The number of the step being run (1-based): the global step after the last step, plus one.
+
+        Known before the run, whether or not a failing or skipped run advances the global step.
+        """
+        done = self.first_step if self.last_values is None else int(self.last_values["step"])
+        return (done or 0) + 1
+
+    def run(self, session: tf.compat.v1.Session, fetches: Fetches) -> Fetches:
+        """``session.run(fetches)`` with the captured batch; a failure gets the diagnosis, a divergence is one sentence.
+
+        Raises:
+          TrainingDivergedError: the loss check or the loss-scale guard fired.
+        """
+        try:
+            return session.run(fetches, feed_dict=self.last_feed or None)
+        except tf.errors.InvalidArgumentError as error:
+            explained = self.raise_if_diverged(error, session)
+            if explained is error:
+                raise
+            raise explained from error
+
+    def after_step(self, session: tf.compat.v1.Session, values: Fetches, read_after: Optional[Fetches] = None
+                   ) -> Fetches:
+        """``values`` with ``read_after`` and the progress values the step's run did not fetch; replay a skip.
 
         Read in a run of their own: fetched in the step's run, a read may come before or after the
         step's update. After a skipped step the probes replay it and a WARNING names the first inf/NaN.
         """
-        fetched = session.run(dict(extra or {}, **self.progress, step=global_step))
-        values = {key: fetched[key] for key in (*self.progress, "step")}
-        if loss is not None:
-            values["loss"] = loss
-        self.nonfinite.after_step(session, values, feed)
+        missing = {key: tensor for key, tensor in self.progress.items() if key not in values}
+        if missing or read_after:
+            values = dict(values, **session.run(dict(read_after or {}, **missing)))
+        self.nonfinite.after_step(session, values, self.last_feed)
         if self.throughput is not None:
             self.throughput.step_done()
-        self.last_values = {key: float(value) for key, value in values.items()}
-        return {key: fetched[key] for key in extra or {}}
+        self.last_values = {key: float(values[key]) for key in PROGRESS_KEYS if key in values}
+        return values
+
+    def step(self, session: tf.compat.v1.Session, fetches: Fetches, read_after: Optional[Fetches] = None) -> Fetches:
+        """One watched train step: ``capture``, ``run`` and ``after_step``; returns every value read."""
+        self.capture(session)
+        return self.after_step(session, self.run(session, fetches), read_after)
 
     def progress_line(self) -> str:
         """The progress line of the last step; images/s over the steps since the previous line."""
@@ -66,27 +116,31 @@ class StepWatch:
         skipped = values.get("skipped")
         return format_progress(
             int(values.get("step", 0)), values.get("loss"), values.get("loss_scale"),
-            None if skipped is None else int(skipped), None,
+            None if skipped is None else int(skipped), values.get("learning_rate"),
             self.throughput.rate() if self.throughput is not None else None,
         )
 
-    def diverged(self, error: tf.errors.OpError, session: Optional[tf.compat.v1.Session], feed: Feed,
-                 global_step: Optional[tf.Tensor] = None) -> Optional[TrainingDivergedError]:
-        """``error`` as a ``TrainingDivergedError`` with the diagnosis, step and loss scale; None if no divergence.
+    def raise_if_diverged(self, error: tf.errors.OpError, session: Optional[tf.compat.v1.Session]
+                          ) -> tf.errors.OpError:
+        """Raise a failed step's ``error`` as a ``TrainingDivergedError`` if it is one; else return it explained.
 
-        With a live ``session`` the step and scale are read from it, else (a closed session) taken from the last step.
+        The diagnosis (the origin of the inf/NaN, ``NonfiniteWatch.explain``) is added either way. The
+        step is ``step_taken``; with a live ``session`` the scale is read from it, else (a closed
+        session) taken from the last step. Uncaught, a ``TrainingDivergedError`` ends the output as
+        one ``error:`` line.
         """
-        explained = self.nonfinite.explain(error, session, feed)
-        last = self.last_values or {}
-        live = session is not None and global_step is not None
-        step = int(session.run(global_step)) if live else int(last.get("step", 0))
+        explained = self.nonfinite.explain(error, session, self.last_feed)
 
         def read_loss_scale() -> Optional[float]:
-            if live and "loss_scale" in self.progress:
-                return float(session.run(self.progress["loss_scale"]))
-            return last.get("loss_scale")
+            if self.loss_scale is None or session is None:
+                return None if self.loss_scale is None else (self.last_values or {}).get("loss_scale")
+            return float(session.run(self.loss_scale))
 
-        return diverged_error(explained, step + 1, read_loss_scale)
+        diverged = diverged_error(explained, self.step_taken(), read_loss_scale)
+        if diverged is not None:
+            report_uncaught_divergence()
+            raise diverged from error
+        return explained
 
     def stop_requested(self, where: str) -> bool:
         """True once SIGTERM arrived: logs that the loop stops and ``where`` the current step is saved."""
@@ -99,15 +153,22 @@ class StepWatch:
         return True
 
 
-def step_watch(graph: tf.Graph) -> StepWatch:
-    """The ``StepWatch`` of ``graph``, made at its first step (reads the graph only: a finalized graph is fine)."""
+def step_watch(graph: tf.Graph, global_step: tf.Tensor, batch_size: Optional[int] = None) -> StepWatch:
+    """The ``StepWatch`` of ``graph``, made at its first step (reads the graph only: a finalized graph is fine).
+
+    ``batch_size`` is the images one step of this process trains on, for images/s; by default the
+    leading size of the graph's first batched input (none known: no images/s).
+    """
     if graph not in _WATCHES:
-        batch = images_per_step(graph)
-        _WATCHES[graph] = StepWatch(NonfiniteWatch.for_graph(graph), graph_progress_tensors(graph),
-                                    Throughput(batch) if batch is not None else None)
+        batch = images_per_step(graph) if batch_size is None else batch_size
+        progress = graph_progress_tensors(graph)
+        _WATCHES[graph] = StepWatch(
+            NonfiniteWatch.for_graph(graph), global_step, dict(progress, step=global_step),
+            Throughput(batch) if batch is not None else None, progress.get("loss_scale"),
+        )
     return _WATCHES[graph]
 
 
 def existing_step_watch(graph: tf.Graph) -> Optional[StepWatch]:
-    """The ``StepWatch`` a step function or hook made for ``graph``, or None if none ran there."""
+    """The ``StepWatch`` a loop made for ``graph``, or None if none ran there."""
     return _WATCHES.get(graph)

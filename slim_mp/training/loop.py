@@ -1,41 +1,44 @@
 """The training loop of ``train_image_classifier.py``: resume, fine-tune, log, summarise, checkpoint atomically.
 
-Every worker of a cluster runs it; only the chief (task 0) writes checkpoints, summaries and the
-pass report. All stop when the global step reaches ``--max_number_of_steps``.
+Each step is the one watched step every loop runs (``slim_mp.seams.step_watch``, as in
+``slim_mp.train_step``); around it the loop is a schedule (``step_schedule``: summaries, progress
+lines, periodic saves). It differs from the seams in one way: SIGTERM stops it in place (the chief
+saves the current step and the script exits 143), where a user's loop is asked to stop and saves
+with its own final save. Every worker of a cluster runs it; only the chief (task 0) writes
+checkpoints, summaries and the pass report. All stop when the global step reaches
+``--max_number_of_steps``.
 """
 
 import contextlib
 import dataclasses
+import functools
 import os
 import threading
 import time
-from typing import Callable, Dict, Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
 
 from slim_mp.graph_pass import RewriteReport
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
-from slim_mp.numerics import watch_probes
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
 from slim_mp.training.checkpoint_folder import find_resume_checkpoint
 from slim_mp.training.checkpoint_save import atomic_save
 from slim_mp.training.checkpoint_state import latest_checkpoint_note, latest_checkpoint_step
 from slim_mp.distribute import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
-from slim_mp.seams import NonfiniteWatch, Terminated, Throughput, diverged_error, format_progress, sigterm_as_interrupt
+from slim_mp.seams import Terminated, sigterm_as_interrupt, step_watch
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.training.run_dir import disk_write_errors, train_dir_lock
 from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
+from slim_mp.training.step_schedule import StepCallback, StepSchedule
 from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
 from slim_mp.training.train_graph import TrainGraph, build_train_graph
 
 tf1 = tf.compat.v1
-
-# Called after every train step with that step's progress values (step, loss, learning_rate, loss_scale, skipped).
-StepCallback = Callable[[Dict[str, float]], None]
 
 RUN_INFO_FILENAME = "run_info.json"
 _RUN_INFO_SCHEMA = {"precision": str}
@@ -184,7 +187,6 @@ def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, 
                  on_step: Optional[StepCallback]) -> TrainResult:
     """Start the session (restoring ``resume_from``), run the loop, close the session (bounded: see ``close``)."""
     with built.graph.as_default():
-        loss_scale = built.optimizer.loss_scale if config.precision_options.mixed else None
         started = start_session(
             built.session_ops, layout.is_chief, target,
             layout.session_config(bfloat16=config.precision_options.precision == "bfloat16"),
@@ -199,7 +201,9 @@ def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, 
         try:
             if built.input_feed is not None:
                 built.input_feed.initialize(started.session)
-            return _loop(built, started.session, writer, config, print_line, on_step, layout.is_chief, loss_scale)
+            save = functools.partial(atomic_save, built.saver, started.session, config.train_dir,
+                                     max_to_keep=config.max_to_keep) if layout.is_chief else None
+            return _loop(built, started.session, StepSchedule(config, writer, save, print_line, on_step))
         except LOST_TASK_ERRORS:
             close_timeout = LOST_TASK_CLOSE_SECS  # closing would wait for the lost task for ever
             raise
@@ -219,79 +223,43 @@ def _summary_writer(graph_def: tf1.GraphDef, train_dir: str) -> tf1.summary.File
     return writer
 
 
-def _loop(built: TrainGraph, session: tf1.Session, writer: Optional[tf1.summary.FileWriter], config: TrainConfig,
-          print_line: Callable[[str], None], on_step: Optional[StepCallback], is_chief: bool,
-          loss_scale: Optional[tf.Tensor]) -> TrainResult:
-    """Run train steps; log, summarise and checkpoint (chief) on their schedules; save at the end or on Ctrl-C.
+def _loop(built: TrainGraph, session: tf1.Session, schedule: StepSchedule) -> TrainResult:
+    """Run watched steps on ``schedule`` until the last; then (or on Ctrl-C or SIGTERM) the chief saves.
 
     A divergence check that fires becomes a ``TrainingDivergedError`` (a ValueError: one error line).
     """
-    step = int(session.run(built.global_step))
+    watch = step_watch(built.graph, built.global_step, built.images_per_step)
+    schedule.step = int(session.run(built.global_step))
     values = None
-    throughput = Throughput(built.images_per_step)
-    last_save, last_summary = time.monotonic(), -float("inf")  # summaries from the first step on
-    iterations = 0
-    watch_probes(built.graph)  # this loop runs the probes: the graph's "nothing runs them" warning stays silent
-    watch = NonfiniteWatch(built.nonfinite_probes)
     try:
         # A damaged input file, or a label made negative by --labels_offset, becomes a ValueError naming it.
-        with built.dataset.read_errors(), negative_label_errors(config.labels_offset):
-            while config.max_number_of_steps is None or step < config.max_number_of_steps:
-                now = time.monotonic()
-                summary_due = writer is not None and now - last_summary >= config.save_summaries_secs
-                fetches = dict(built.progress, summary=built.summary_op) if summary_due else built.progress
-                feed = watch.capture(session)
-                try:
-                    with watch.explaining_failure(session, feed):
-                        values = session.run(fetches, feed_dict=feed or None)
-                except tf.errors.InvalidArgumentError as error:
-                    diverged = diverged_error(
-                        error, step + 1, lambda: float(session.run(loss_scale)) if loss_scale is not None else None)
-                    if diverged is None:
-                        raise
-                    raise diverged from error
-                watch.after_step(session, values, feed)
-                throughput.step_done()
-                iterations += 1
-                step = int(values["step"])
-                if on_step is not None:
-                    on_step({key: float(values[key]) for key in built.progress})
-                if summary_due:
-                    writer.add_summary(values["summary"], step)
-                    last_summary = now
-                if iterations % config.log_every_n_steps == 0:
-                    print_line(_progress_line(values, throughput.rate()))
-                if is_chief and time.monotonic() - last_save >= config.save_interval_secs:
-                    atomic_save(built.saver, session, config.train_dir, step, config.max_to_keep)
-                    last_save = time.monotonic()
+        with built.dataset.read_errors(), negative_label_errors(schedule.config.labels_offset):
+            while schedule.continues():
+                values = watch.step(session, schedule.fetches(built.progress, built.summary_op))
+                schedule.step_done(watch, values)
     except KeyboardInterrupt as interrupt:
-        saved = "the chief saves the checkpoints"
-        if is_chief:
-            step = int(session.run(built.global_step))  # the interrupted run() may or may not have finished
-            checkpoint = atomic_save(built.saver, session, config.train_dir, step, config.max_to_keep)
-            logging.info("Interrupted at step %d; saved %s", step, checkpoint)
-            saved = f"saved {checkpoint}"
-        if isinstance(interrupt, Terminated):
-            raise Terminated(
-                f"terminated by SIGTERM at step {step}; {saved}; rerun the same command to resume"
-            ) from None
-        raise
-    if values is not None and iterations % config.log_every_n_steps != 0:
-        print_line(_progress_line(values, throughput.rate()))
+        _save_interrupted(built.global_step, session, schedule, interrupt)
+    schedule.finish(watch)
     # The chief saves the final step (a no-op if already saved); other workers leave checkpoints to it.
-    checkpoint = atomic_save(built.saver, session, config.train_dir, step, config.max_to_keep) if is_chief else None
     return TrainResult(
-        global_step=step,
+        global_step=schedule.step,
         loss=None if values is None else float(values["loss"]),
-        images_per_second=throughput.run_rate(),
-        checkpoint=checkpoint,
+        images_per_second=watch.throughput.run_rate(),
+        checkpoint=schedule.save(schedule.step) if schedule.save is not None else None,
         rewrite_reports=built.rewrite_reports,
     )
 
 
-def _progress_line(values: dict, images_per_second: float) -> str:
-    """Format the fetched progress values as one key=value line."""
-    return format_progress(
-        int(values["step"]), float(values["loss"]), float(values["loss_scale"]), int(values["skipped"]),
-        float(values["learning_rate"]), images_per_second,
-    )
+def _save_interrupted(global_step: tf.Tensor, session: tf1.Session, schedule: StepSchedule,
+                      interrupt: KeyboardInterrupt) -> None:
+    """On Ctrl-C or SIGTERM the chief saves the current step; re-raise, SIGTERM's saying what was saved."""
+    if schedule.save is None:
+        saved, step = "the chief saves the checkpoints", schedule.step
+    else:
+        step = int(session.run(global_step))  # the interrupted run() may or may not have finished
+        checkpoint = schedule.save(step)
+        logging.info("Interrupted at step %d; saved %s", step, checkpoint)
+        saved = f"saved {checkpoint}"
+    if isinstance(interrupt, Terminated):
+        raise Terminated(f"terminated by SIGTERM at step {step}; {saved}; rerun the same command to resume") from None
+    raise interrupt
