@@ -46,8 +46,12 @@ class NonfiniteWatch:
                 return origin
         return None
 
-    def after_step(self, session: tf.compat.v1.Session, values: Dict, feed: Feed) -> Optional[NonfiniteOrigin]:
-        """When the skipped-step count went up, replay the step and log one WARNING naming the first inf/NaN."""
+    def after_step(self, session: tf.compat.v1.Session, values: Dict, feed: Feed, step: int
+                   ) -> Optional[NonfiniteOrigin]:
+        """When the skipped-step count went up, replay the step and log one WARNING naming the first inf/NaN.
+
+        ``step`` is the number of the step that ran (1-based), as the divergence sentence counts.
+        """
         if not self._probes or "skipped" not in values:
             return None
         skipped = int(values["skipped"])
@@ -55,7 +59,6 @@ class NonfiniteWatch:
         if not newly_skipped:
             return None
         origin = self._diagnose(session, feed)
-        step = int(values["step"])
         if origin is None:
             logging.warning("step %d was skipped for non-finite gradients, but replaying its batch gave finite "
                             "values everywhere (random ops, or gradients changed after the backward pass)", step)

@@ -18,6 +18,9 @@ replay of a skipped step, throughput). A loop that does not own its run (a ``Ses
 calls them one by one, and ``raise_if_diverged`` on the run's error. ``stop_requested`` is the
 seams' SIGTERM: they ask their loop to stop so its own final save writes the current step, where our
 loop stops in place (``preemption``).
+
+Steps are numbered as our script numbers them: a progress line shows the global step after the step,
+a skip warning and the divergence sentence the step being taken (1-based).
 """
 
 import dataclasses
@@ -99,7 +102,7 @@ class StepWatch:
         missing = {key: tensor for key, tensor in self.progress.items() if key not in values}
         if missing or read_after:
             values = dict(values, **session.run(dict(read_after or {}, **missing)))
-        self.nonfinite.after_step(session, values, self.last_feed)
+        self.nonfinite.after_step(session, values, self.last_feed, self.step_taken())
         if self.throughput is not None:
             self.throughput.step_done()
         self.last_values = {key: float(values[key]) for key in PROGRESS_KEYS if key in values}
@@ -124,10 +127,9 @@ class StepWatch:
                           ) -> tf.errors.OpError:
         """Raise a failed step's ``error`` as a ``TrainingDivergedError`` if it is one; else return it explained.
 
-        The diagnosis (the origin of the inf/NaN, ``NonfiniteWatch.explain``) is added either way. The
-        step is ``step_taken``; with a live ``session`` the scale is read from it, else (a closed
-        session) taken from the last step. Uncaught, a ``TrainingDivergedError`` ends the output as
-        one ``error:`` line.
+        The diagnosis (the origin of the inf/NaN, ``NonfiniteWatch.explain``) is added either way. With
+        a live ``session`` the step and scale are read from it, else (a closed session) taken from the
+        last step. Uncaught, a ``TrainingDivergedError`` ends the output as one ``error:`` line.
         """
         explained = self.nonfinite.explain(error, session, self.last_feed)
 

@@ -1,12 +1,15 @@
 """The one watched step every loop runs (``StepWatch``), called directly as a plain ``Session`` loop would.
 
-The model is ``tiny_model``'s.
+The model (``tiny_model``) at a loss scale of 1e30 skips every step (the scaled float16 gradients
+overflow), so the global step stays 0 and every run takes step 1; the guard fires at the third skip.
 """
 
 import re
 
+import pytest
 import tensorflow as tf
 
+import slim_mp
 import tiny_model
 from slim_mp.seams import step_watch
 
@@ -17,6 +20,21 @@ def _initialized_session() -> tf1.Session:
     session = tf1.Session()
     session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
     return session
+
+
+def test_a_skip_warning_and_the_divergence_sentence_name_the_same_step(logged):
+    with tf.Graph().as_default() as graph:
+        train_op, global_step = tiny_model.build(learning_rate=0.01, loss_scale=1e30, skips=3)
+        watch = step_watch(graph, global_step)
+        with _initialized_session() as session:
+            for _ in range(2):
+                values = watch.step(session, {"loss": train_op})
+                assert int(values["step"]) == 0 and int(values["skipped"]) == len(
+                    [line for line in logged if "was skipped" in line])
+            with pytest.raises(slim_mp.TrainingDivergedError) as raised:
+                watch.step(session, {"loss": train_op})
+    warned = [re.match(r"step (\d+) was skipped", line) for line in logged]
+    assert [int(match.group(1)) for match in warned if match] == [1, 1] and raised.value.step == 1
 
 
 def test_values_the_run_fetched_are_not_read_again_and_the_line_shows_them(logged):
