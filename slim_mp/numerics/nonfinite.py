@@ -4,7 +4,9 @@ A ``NonfiniteProbe`` is built once, next to the gradients, and adds one fetch (a
 flag per float tensor of the forward and backward pass) that the train step never runs. After a
 step is skipped (or its loss check fails), the loop feeds that step's batch and loss scale (the
 ``captured`` tensors) back in and fetches the flags; the first tensor in execution (topological)
-order that is not finite names the op where inf/NaN first appeared.
+order that is not finite names the op where inf/NaN first appeared. The batch itself is checked
+first: inf/NaN already in the input (``NonfiniteInput``) is the data's, not the first op's that
+reads it.
 
 Every probe is registered with its graph (``graph_probes``), so a training loop that has only the
 session finds them. A loop that runs them says so (``watch_probes``); ``unwatched_probes_warning``
@@ -13,7 +15,7 @@ is the op a train step runs to warn once when the probes were built but nothing 
 
 import dataclasses
 import weakref
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -61,6 +63,36 @@ class NonfiniteOrigin:
                 f"{'backward' if self.backward else 'forward'} pass, {precision}){scale}")
 
 
+@dataclasses.dataclass(frozen=True)
+class NonfiniteInput:
+    """The step's input batch already held inf or NaN: which tensor of the batch, and whether features or labels."""
+
+    tensor_name: str
+    kind: str  # "NaN", "inf" or "NaN and inf"
+    role: str  # "features" (a batch of rank 2 or more) or "labels"
+
+    def describe(self) -> str:
+        """One sentence for a log line or an error message."""
+        return f"the input batch already held {self.kind} ({self.role}, {self.tensor_name!r})"
+
+
+# What a diagnosis finds: the batch's own inf/NaN, or the op that made the first one.
+Nonfinite = Union[NonfiniteInput, NonfiniteOrigin]
+
+
+def _nonfinite_input(sources: Sequence[tf.Tensor], feed_dict: Dict) -> Optional[NonfiniteInput]:
+    """The first float tensor of the fed batch (``sources``) holding inf or NaN, or None."""
+    for tensor in sources:
+        value = feed_dict.get(tensor)
+        if value is None or not tensor.dtype.is_floating:
+            continue
+        nan, inf = bool(np.isnan(value).any()), bool(np.isinf(value).any())
+        if nan or inf:
+            kind = " and ".join(name for name, present in (("NaN", nan), ("inf", inf)) if present)
+            return NonfiniteInput(tensor.name, kind, "features" if np.ndim(value) >= 2 else "labels")
+    return None
+
+
 def _state_reads(graph: tf.Graph, ops: Sequence[tf.Operation]) -> List[tf.Tensor]:
     """Reads of non-trainable variables (batch-norm moving statistics, the loss scale): a skipped step
     still updates them, so the replay feeds the values the failing step read."""
@@ -100,6 +132,7 @@ class NonfiniteProbe:
         state = _state_reads(region.graph, region.ops)
         extra = [loss_scale] if loss_scale is not None and loss_scale.ref() not in {t.ref() for t in state} else []
         self.captured: List[tf.Tensor] = sources + state + extra
+        self._sources = sources
         self._loss_scale = loss_scale
         fed = {t.ref() for t in self.captured}
         self._tensors = [t for op in region.ops for t in op.outputs if _checkable(t) and t.ref() not in fed]
@@ -108,11 +141,15 @@ class NonfiniteProbe:
             self._flags = tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in self._tensors])
         _PROBES_BY_GRAPH.setdefault(region.graph, []).append(self)
 
-    def diagnose(self, session: tf.compat.v1.Session, feed_dict: Dict) -> Optional[NonfiniteOrigin]:
+    def diagnose(self, session: tf.compat.v1.Session, feed_dict: Dict) -> Optional[Nonfinite]:
         """Run the flags with ``feed_dict`` (the failing step's values of ``captured``, and any placeholders).
 
-        Returns the first op, in execution order, with a non-finite output, or None if all is finite.
+        Returns the input batch when it held inf/NaN already, else the first op, in execution order,
+        with a non-finite output, or None if all is finite.
         """
+        bad_input = _nonfinite_input(self._sources, feed_dict)
+        if bad_input is not None:
+            return bad_input
         fetches = {"flags": self._flags}
         if self._loss_scale is not None:
             fetches["loss_scale"] = self._loss_scale

@@ -15,7 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.loss_scale import LOSS_SCALE_GUARD, read_divergence, with_diagnosis
-from slim_mp.numerics import NonfiniteOrigin, NonfiniteProbe, watch_probes
+from slim_mp.numerics import Nonfinite, NonfiniteProbe, watch_probes
 
 Feed = Dict[tf.Tensor, np.ndarray]
 
@@ -26,7 +26,7 @@ class NonfiniteWatch:
     def __init__(self, probes: Sequence[NonfiniteProbe]) -> None:
         self._probes = list(probes)
         self._skipped = 0  # the run's skip counter is a local variable that starts at 0
-        self.last_origin: Optional[NonfiniteOrigin] = None
+        self.last_origin: Optional[Nonfinite] = None
 
     @classmethod
     def for_graph(cls, graph: tf.Graph) -> "NonfiniteWatch":
@@ -38,7 +38,7 @@ class NonfiniteWatch:
         tensors = [t for probe in self._probes for t in probe.captured]
         return dict(zip(tensors, session.run(tensors))) if tensors else {}
 
-    def _diagnose(self, session: tf.compat.v1.Session, feed: Feed) -> Optional[NonfiniteOrigin]:
+    def _diagnose(self, session: tf.compat.v1.Session, feed: Feed) -> Optional[Nonfinite]:
         for probe in self._probes:
             origin = probe.diagnose(session, feed)
             if origin is not None:
@@ -47,7 +47,7 @@ class NonfiniteWatch:
         return None
 
     def after_step(self, session: tf.compat.v1.Session, values: Dict, feed: Feed, step: int
-                   ) -> Optional[NonfiniteOrigin]:
+                   ) -> Optional[Nonfinite]:
         """When the skipped-step count went up, replay the step and log one WARNING naming the first inf/NaN.
 
         ``step`` is the number of the step that ran (1-based), as the divergence sentence counts.

@@ -101,6 +101,31 @@ def test_the_dynamic_scale_reported_is_the_one_of_the_failing_step_not_the_lower
     assert origin.loss_scale == 2.0 ** 15  # the skip halved the variable to 2**14 afterwards
 
 
+def test_nan_already_in_the_input_batch_is_named_as_the_input_not_the_cast_that_reads_it():
+    # The second batch holds one NaN feature: a float32 input, cast to bfloat16 by the first op that reads it.
+    batches = np.full([2 * BATCH, FEATURES], 0.5, np.float32)
+    batches[BATCH + 2, 5] = np.nan
+    with tf.Graph().as_default():
+        data = tf.data.Dataset.from_tensor_slices((batches, np.zeros([2 * BATCH], np.int64))).batch(BATCH)
+        x, labels = tf1.data.make_one_shot_iterator(data).get_next()
+        logits = slim.fully_connected(x, CLASSES, activation_fn=None, scope="fc")
+        loss = tf1.losses.sparse_softmax_cross_entropy(labels, logits)
+        optimizer = slim_mp.enable_mixed_precision(
+            tf1.train.GradientDescentOptimizer(0.01), "bfloat16", placement="static", debug_nonfinite=True)
+        train_op = optimizer.minimize(loss)
+        (probe,) = optimizer.nonfinite_probes
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            origins = []
+            for _ in range(2):
+                replay = dict(zip(probe.captured, session.run(probe.captured)))
+                session.run(train_op, replay)
+                origins.append(probe.diagnose(session, replay))
+    assert origins[0] is None
+    assert isinstance(origins[1], slim_mp.numerics.NonfiniteInput)
+    assert origins[1].describe() == f"the input batch already held NaN (features, {x.name!r})"
+
+
 def test_without_the_option_no_probe_is_built():
     with tf.Graph().as_default():
         x = tf1.placeholder(tf.float32, [BATCH, FEATURES])
