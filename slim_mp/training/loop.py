@@ -21,6 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.graph_pass import RewriteReport
+from slim_mp.loss_scale import ArgumentNames, TrainingDivergedError
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
 from slim_mp.training.checkpoint_folder import find_resume_checkpoint
@@ -41,6 +42,8 @@ from slim_mp.training.train_graph import TrainGraph, build_train_graph
 tf1 = tf.compat.v1
 
 RUN_INFO_FILENAME = "run_info.json"
+# What a divergence sentence tells the user of the scripts to change: their flags, not the library's arguments.
+DIVERGENCE_FLAGS = ArgumentNames(learning_rate="--learning_rate", debug_nonfinite="--mp_debug_nonfinite")
 _RUN_INFO_SCHEMA = {"precision": str}
 
 
@@ -129,7 +132,10 @@ def train(config: TrainConfig, print_line: Callable[[str], None] = print,
                 config.train_dir, "--train_dir", lambda: latest_checkpoint_note(config.train_dir)
             ))
             stack.enter_context(train_dir_lock(config.train_dir))
-        return _train(config, layout, print_line, on_step)
+        try:
+            return _train(config, layout, print_line, on_step)
+        except TrainingDivergedError as error:
+            raise error.naming(DIVERGENCE_FLAGS) from error
 
 
 @contextlib.contextmanager

@@ -76,7 +76,7 @@ def test_a_diverging_float16_run_ends_with_one_sentence_naming_the_first_nonfini
     last = process.stderr.strip().splitlines()[-1]
     assert re.fullmatch(
         r"error: Training diverged: 100 steps in a row were skipped with the loss scale at its minimum \(1\), .*"
-        r"\(at step 2\)\. Diagnosis \(--mp_debug_nonfinite\): the first non-finite value came from op "
+        r"\(at step 2\)\. Diagnosis \(debug_nonfinite=True\): the first non-finite value came from op "
         r"'conv1/[^']+' \(Cast, forward pass, low precision \(float16\)\) at loss scale 1\.", last), last
     progress = [match.groups()[1:] for match in map(PROGRESS.search, process.stderr.splitlines()) if match]
     assert progress[0] == ("1", "32768", "0")  # the first step is finite, at the initial scale 2**15
