@@ -13,8 +13,9 @@ The modules, in the order a run's data flows through them:
   sentence), ``train_graph`` (clones, losses, optimizer, mixed precision) and
   ``live_graph`` (what the rewrite left live, for TensorBoard and ``.meta`` files);
 - session: ``session_start`` (the chief restores or initialises, the other workers wait);
-- loop: ``loop`` (resume, run the watched steps, save on the way out) and ``step_schedule`` (when it
-  summarises, logs and saves), holding ``run_dir`` (the folder's lock and disk errors);
+- loop: ``loop`` (resume, run the watched steps), ``step_schedule`` (when it summarises, logs and
+  saves) and ``stop_saves`` (the save when Ctrl-C, SIGTERM or broken input data stops it), holding
+  ``run_dir`` (the folder's lock and disk errors);
 - checkpoints: ``checkpoint_state`` (names, the step key, the state file), ``checkpoint_folder``
   (the survey and the resume pick), ``checkpoint_fit`` (does it fit this model), ``checkpoint_read`` (an
   evaluation's one read, safe from a trainer's rotation),

@@ -28,7 +28,7 @@ from slim_mp.training.checkpoint_folder import find_resume_checkpoint
 from slim_mp.training.checkpoint_save import atomic_save
 from slim_mp.training.checkpoint_state import latest_checkpoint_note, latest_checkpoint_step
 from slim_mp.distribute import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
-from slim_mp.seams import Terminated, sigterm_as_interrupt, step_watch
+from slim_mp.seams import sigterm_as_interrupt, step_watch
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
@@ -36,6 +36,7 @@ from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.training.run_dir import disk_write_errors, train_dir_lock
 from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
 from slim_mp.training.step_schedule import StepCallback, StepSchedule
+from slim_mp.training.stop_saves import saved_on_the_way_out
 from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
 from slim_mp.training.train_graph import TrainGraph, build_train_graph
 
@@ -230,21 +231,19 @@ def _summary_writer(graph_def: tf1.GraphDef, train_dir: str) -> tf1.summary.File
 
 
 def _loop(built: TrainGraph, session: tf1.Session, schedule: StepSchedule) -> TrainResult:
-    """Run watched steps on ``schedule`` until the last; then (or on Ctrl-C or SIGTERM) the chief saves.
+    """Run watched steps on ``schedule`` until the last; then, or on Ctrl-C, SIGTERM or a data error, the chief saves.
 
-    A divergence check that fires becomes a ``TrainingDivergedError`` (a ValueError: one error line).
+    A divergence check that fires becomes a ``TrainingDivergedError`` (a ValueError: one error line);
+    a damaged input file, or a label made negative by ``--labels_offset``, a ValueError naming it.
     """
     watch = step_watch(built.graph, built.global_step, built.images_per_step)
     schedule.step = int(session.run(built.global_step))
     values = None
-    try:
-        # A damaged input file, or a label made negative by --labels_offset, becomes a ValueError naming it.
-        with built.dataset.read_errors(), negative_label_errors(schedule.config.labels_offset):
-            while schedule.continues():
-                values = watch.step(session, schedule.fetches(built.progress, built.summary_op))
-                schedule.step_done(watch, values)
-    except KeyboardInterrupt as interrupt:
-        _save_interrupted(built.global_step, session, schedule, interrupt)
+    reader_errors = (built.dataset.read_errors(), negative_label_errors(schedule.config.labels_offset))
+    with saved_on_the_way_out(lambda: int(session.run(built.global_step)), schedule, reader_errors):
+        while schedule.continues():
+            values = watch.step(session, schedule.fetches(built.progress, built.summary_op))
+            schedule.step_done(watch, values)
     schedule.finish(watch)
     # The chief saves the final step (a no-op if already saved); other workers leave checkpoints to it.
     return TrainResult(
@@ -254,18 +253,3 @@ def _loop(built: TrainGraph, session: tf1.Session, schedule: StepSchedule) -> Tr
         checkpoint=schedule.save(schedule.step) if schedule.save is not None else None,
         rewrite_reports=built.rewrite_reports,
     )
-
-
-def _save_interrupted(global_step: tf.Tensor, session: tf1.Session, schedule: StepSchedule,
-                      interrupt: KeyboardInterrupt) -> None:
-    """On Ctrl-C or SIGTERM the chief saves the current step; re-raise, SIGTERM's saying what was saved."""
-    if schedule.save is None:
-        saved, step = "the chief saves the checkpoints", schedule.step
-    else:
-        step = int(session.run(global_step))  # the interrupted run() may or may not have finished
-        checkpoint = schedule.save(step)
-        logging.info("Interrupted at step %d; saved %s", step, checkpoint)
-        saved = f"saved {checkpoint}"
-    if isinstance(interrupt, Terminated):
-        raise Terminated(f"terminated by SIGTERM at step {step}; {saved}; rerun the same command to resume") from None
-    raise interrupt

@@ -43,7 +43,7 @@ class StepSchedule:
     _last_summary: float = -float("inf")  # summaries from the first step on
     _summary_due: bool = False
     _step_started: float = 0.0
-    _iterations: int = 0
+    steps_run: int = 0  # the steps this run has taken
 
     def continues(self) -> bool:
         """True until the global step reaches ``--max_number_of_steps`` (never without one)."""
@@ -58,14 +58,14 @@ class StepSchedule:
 
     def step_done(self, watch: StepWatch, values: Dict) -> None:
         """After a step: its values to ``on_step``, its summaries, the progress line and the checkpoint when due."""
-        self._iterations += 1
+        self.steps_run += 1
         self.step = int(values["step"])
         if self.on_step is not None:
             self.on_step(dict(watch.last_values))
         if self._summary_due:
             self.writer.add_summary(values["summary"], self.step)
             self._last_summary = self._step_started
-        if self._iterations % self.config.log_every_n_steps == 0:
+        if self.steps_run % self.config.log_every_n_steps == 0:
             self.print_line(watch.progress_line())
         if self.save is not None and time.monotonic() - self._last_save >= self.config.save_interval_secs:
             self.save(self.step)
@@ -73,5 +73,5 @@ class StepSchedule:
 
     def finish(self, watch: StepWatch) -> None:
         """After the last step: its progress line, unless the schedule just printed it."""
-        if self._iterations and self._iterations % self.config.log_every_n_steps != 0:
+        if self.steps_run and self.steps_run % self.config.log_every_n_steps != 0:
             self.print_line(watch.progress_line())
