@@ -7,7 +7,8 @@ order a training run's data flows through it:
   and what they compute natively), ``op_families`` (the op a user built, from the kernel that ran),
   ``config_fields`` (config fields that carry their flag help), ``json_files`` (JSON written whole),
   ``markdown_table`` (the one way reports write tables), ``timing`` (the one clock: interleaved rounds,
-  their noise, paired ratios);
+  their noise, paired ratios), ``folder_lock`` (one training process per train dir) and
+  ``checkpoint_check`` (whether a checkpoint reads back whole);
 * ``datasets`` (the batches), ``graph_pass`` (the built graph rewritten to low precision),
   ``loss_scale`` (the gradients scaled and checked), ``numerics`` (value ranges, the first inf/NaN,
   per-layer drift), ``mixed_precision`` (graph pass plus loss scaling in one call);

@@ -44,7 +44,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RANKS: Dict[str, int] = {
     "compat": 0, "precision": 0, "devices": 0, "config_fields": 0, "json_files": 0, "op_families": 0,
-    "markdown_table": 0, "timing": 0,
+    "markdown_table": 0, "timing": 0, "folder_lock": 0, "checkpoint_check": 0,
     "graph_pass": 1, "loss_scale": 1, "datasets": 1,
     "numerics": 2,
     "mixed_precision": 3, "distribute": 3, "seams": 3,

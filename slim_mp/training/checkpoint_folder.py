@@ -17,12 +17,10 @@ from typing import Callable, Optional, Tuple
 import tensorflow as tf
 from absl import logging
 
+from slim_mp.checkpoint_check import checkpoint_damage
 from slim_mp.training.checkpoint_state import (
     NO_STEP, checkpoint_files_by_prefix, name_listing, read_state, step_key, write_state,
 )
-
-# What TensorFlow's checkpoint reader raises for damaged files (its C++ status becomes one of these).
-READ_FAILURES = (tf.errors.OpError, ValueError, IndexError, RuntimeError, OSError)
 
 
 def has_checkpoints(train_dir: str) -> bool:
@@ -30,31 +28,6 @@ def has_checkpoints(train_dir: str) -> bool:
     listed, _ = read_state(train_dir)
     present = checkpoint_files_by_prefix(train_dir)
     return bool(listed) or any(name.endswith(".index") for names in present.values() for name in names)
-
-
-def checkpoint_damage(train_dir: str, prefix: str) -> Optional[str]:
-    """Say what is wrong with checkpoint ``prefix`` of ``train_dir`` (naming the file), or None if it is intact.
-
-    Opens the index and reads every tensor (their checksums are verified), so it costs one read
-    of the checkpoint.
-    """
-    path = os.path.join(train_dir, prefix)
-    if not os.path.exists(path + ".index"):
-        return f"{prefix}.index is missing"
-    try:
-        reader = tf.train.load_checkpoint(path)
-    except READ_FAILURES as error:
-        logging.info("Reading %s.index failed: %s", prefix, error)
-        return f"{prefix}.index is damaged"
-    data_files = sorted(name for name in os.listdir(train_dir) if name.startswith(prefix + ".data-"))
-    try:
-        for name in reader.get_variable_to_shape_map():
-            reader.get_tensor(name)
-    except READ_FAILURES as error:
-        named = data_files[0] if len(data_files) == 1 else f"{prefix}.data-*"
-        logging.info("Reading %s failed: %s", named, error)
-        return f"{named} is damaged or truncated"
-    return None
 
 
 @dataclasses.dataclass(frozen=True)

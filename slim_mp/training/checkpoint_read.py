@@ -25,8 +25,9 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
+from slim_mp.checkpoint_check import READ_FAILURES, checkpoint_damage
 from slim_mp.training.checkpoint_folder import (
-    READ_FAILURES, CheckpointInspection, checkpoint_damage, has_checkpoints, survey_checkpoints,
+    CheckpointInspection, has_checkpoints, survey_checkpoints,
 )
 from slim_mp.training.checkpoint_state import checkpoint_files_by_prefix, read_state
 

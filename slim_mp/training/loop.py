@@ -22,6 +22,7 @@ from absl import logging
 
 from slim_mp.graph_pass import RewriteReport
 from slim_mp.loss_scale import ArgumentNames, TrainingDivergedError
+from slim_mp.folder_lock import train_dir_lock
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
 from slim_mp.training.checkpoint_folder import find_resume_checkpoint
@@ -33,7 +34,7 @@ from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
-from slim_mp.training.run_dir import disk_write_errors, train_dir_lock
+from slim_mp.training.run_dir import disk_write_errors
 from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
 from slim_mp.training.step_schedule import StepCallback, StepSchedule
 from slim_mp.training.stop_saves import saved_on_the_way_out

@@ -14,7 +14,7 @@ from script_runs import (LENET_ARGS, TRAIN_SCRIPT, abort_after, check_ok, checkp
                          sigint_as_in_a_terminal)
 from slim_mp.training.checkpoint_save import atomic_save
 from slim_mp.training.checkpoint_state import TEMP_DIR_PREFIX
-from slim_mp.training.run_dir import LOCK_FILENAME
+from slim_mp.folder_lock import LOCK_FILENAME
 
 tf1 = tf.compat.v1
 FAST = ("--batch_size=8", "--log_every_n_steps=1")
