@@ -31,7 +31,7 @@ from slim_mp.graph_pass import (  # noqa: E402
     BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses, RewriteOptions, RewriteReport, rewrite,
 )
 from slim_mp.numerics import AuditResult, LayerDiff, audit, layer_diff  # noqa: E402
-from slim_mp.seams import TrainStepHook, reporting_divergence, train_step  # noqa: E402
+from slim_mp.seams import TrainStepHook, reporting_divergence, set_aside_damaged_checkpoints, train_step  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -40,5 +40,5 @@ __all__ = [
     "LossScaleManager", "FixedLossScaleManager", "ExponentialUpdateLossScaleManager", "NoLossScaling",
     "LossScaleOptimizer", "MixedPrecisionOptimizer", "enable_mixed_precision", "enable_mixed_precision_graph_rewrite",
     "audit", "AuditResult", "layer_diff", "LayerDiff", "TrainingDivergedError", "train_step", "TrainStepHook",
-    "reporting_divergence",
+    "reporting_divergence", "set_aside_damaged_checkpoints",
 ]

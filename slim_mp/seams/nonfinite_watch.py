@@ -38,7 +38,8 @@ class NonfiniteWatch:
         tensors = [t for probe in self._probes for t in probe.captured]
         return dict(zip(tensors, session.run(tensors))) if tensors else {}
 
-    def _diagnose(self, session: tf.compat.v1.Session, feed: Feed) -> Optional[Nonfinite]:
+    def diagnose(self, session: tf.compat.v1.Session, feed: Feed) -> Optional[Nonfinite]:
+        """Replay ``feed`` through the probes; the first inf/NaN found (kept as ``last_origin``), or None."""
         for probe in self._probes:
             origin = probe.diagnose(session, feed)
             if origin is not None:
@@ -58,7 +59,7 @@ class NonfiniteWatch:
         newly_skipped, self._skipped = skipped > self._skipped, skipped
         if not newly_skipped:
             return None
-        origin = self._diagnose(session, feed)
+        origin = self.diagnose(session, feed)
         if origin is None:
             logging.warning("step %d was skipped for non-finite gradients, but replaying its batch gave finite "
                             "values everywhere (random ops, or gradients changed after the backward pass)", step)
@@ -79,5 +80,5 @@ class NonfiniteWatch:
         if divergence is not None and divergence.diagnosis is not None:
             return error
         guard = divergence is not None and divergence.check == LOSS_SCALE_GUARD
-        origin = self.last_origin if guard or session is None else self._diagnose(session, feed)
+        origin = self.last_origin if guard or session is None else self.diagnose(session, feed)
         return error if origin is None else with_diagnosis(error, origin.describe())

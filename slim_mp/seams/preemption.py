@@ -8,6 +8,8 @@ A second SIGTERM while that save runs is ignored, so the save is never cut short
 A user's loop (``slim.learning.train``, ``MonitoredTrainingSession``) saves its last step itself
 when it stops normally, so there ``SigtermStop`` only records the signal: the step function or hook
 that polls it asks the loop to stop after the running step, and the loop's own final save writes it.
+Then ``TerminatedAfterSave`` ends the process with the same status as ours (143): slim's Supervisor
+raises it once its final save is done, the hook's ``end()`` after the ``CheckpointSaverHook``'s.
 """
 
 import contextlib
@@ -45,6 +47,13 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class TerminatedAfterSave(SystemExit):
+    """Ends a user's loop stopped by SIGTERM once its own final save is done, with our script's status (143)."""
+
+    def __init__(self) -> None:
+        super().__init__(EXIT_TERMINATED)
 
 
 SignalHandler = Union[Callable[[int, object], None], int, None]

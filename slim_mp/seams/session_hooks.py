@@ -2,9 +2,11 @@
 
 The hook gives a ``MonitoredTrainingSession`` loop what ``slim_mp.train_step`` gives ``slim.learning.train``
 (the same ``StepWatch``): the non-finite diagnosis of a skipped step, progress lines with loss scale,
-skipped steps and images/s, and after SIGTERM a stop request, so that the session's
-``CheckpointSaverHook`` saves the current step in its ``end()``. It treats every ``run`` of the
-monitored session as a train step (the probes' batch is read before each).
+skipped steps and images/s, a stop without a save for a loss that is not finite (without loss
+scaling), the lock on ``checkpoint_dir`` (taken when the session is built, on the chief), and
+after SIGTERM a stop request, so that the session's ``CheckpointSaverHook`` saves the current step
+in its ``end()``, after which the hook's ``end()`` ends the process with status 143. It treats
+every ``run`` of the monitored session as a train step (the probes' batch is read before each).
 
 A hook never sees the error of a failing run, so divergence is turned into a ``TrainingDivergedError``
 by ``reporting_divergence()``, a context manager entered right after the session (inside its ``with``).
@@ -16,7 +18,10 @@ from typing import Iterator, Optional
 import tensorflow as tf
 from absl import logging
 
+from slim_mp.seams.official_loops import running_loop
+from slim_mp.seams.preemption import TerminatedAfterSave
 from slim_mp.seams.step_watch import StepWatch, existing_step_watch, step_watch
+from slim_mp.seams.train_dir_guard import guard_train_dir
 
 tf1 = tf.compat.v1
 
@@ -32,6 +37,7 @@ class TrainStepHook(tf1.train.SessionRunHook):
     Raises:
       ValueError: if ``log_every_n_steps`` is not a positive integer, or (when the session starts)
         the graph has no global step.
+      TrainDirInUseError: (when the session starts) another process holds the lock on ``checkpoint_dir``.
     """
 
     def __init__(self, loss: Optional[tf.Tensor] = None, log_every_n_steps: int = 100) -> None:
@@ -48,6 +54,8 @@ class TrainStepHook(tf1.train.SessionRunHook):
             raise ValueError("TrainStepHook needs a global step; create it with "
                              "tf.compat.v1.train.get_or_create_global_step() before MonitoredTrainingSession.")
         self._watch = step_watch(tf1.get_default_graph(), self._global_step)
+        self._watch.loop = running_loop()
+        guard_train_dir(self._watch.loop)
 
     def after_create_session(self, session: tf1.Session, coord: tf1.train.Coordinator) -> None:
         del coord
@@ -67,8 +75,15 @@ class TrainStepHook(tf1.train.SessionRunHook):
             run_context.request_stop()
 
     def end(self, session: tf1.Session) -> None:
+        """Give SIGTERM back; after a SIGTERM stop, end the process (status 143) once the session's final save ran.
+
+        ``MonitoredTrainingSession`` runs the ``end()`` of the hooks passed to it after its own
+        ``CheckpointSaverHook``'s.
+        """
         del session
         self._watch.sigterm.restore()
+        if self._watch.terminated:
+            raise TerminatedAfterSave()
 
 
 def _raise_if_diverged(watch: StepWatch, error: tf.errors.OpError) -> None:

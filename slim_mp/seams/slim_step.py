@@ -6,9 +6,13 @@ honouring ``should_stop`` and ``should_log``) and adds what our loop gives, from
 - after a step skipped for non-finite gradients (``enable_mixed_precision(..., debug_nonfinite=True)``),
   a WARNING naming the op that made the first inf/NaN;
 - progress lines ``step= loss= loss_scale= skipped= images/s=`` instead of slim's ``global step`` line;
-- divergence (the loss-scale guard) as a ``TrainingDivergedError`` whose one sentence ends the output;
+- divergence (the loss-scale guard, the loss check, and without loss scaling a loss that is not
+  finite) as a ``TrainingDivergedError`` whose one sentence ends the output, with no save after it;
+- the lock ``--train_dir`` takes, on ``logdir`` (at the first step, on the chief): a second process
+  in the same train dir stops with one error (``train_dir_guard``);
 - SIGTERM: the running step finishes, then ``should_stop`` is returned, so ``slim.learning.train``
-  saves ``model.ckpt-<current step>`` with its final save and returns (the script exits normally).
+  saves ``model.ckpt-<current step>`` with its final save; then the process exits with status 143,
+  as our script does.
 
 It also works as the step of a plain ``Session`` loop: ``loss, stop = slim_mp.train_step(sess, train_op,
 global_step, {})``.
@@ -19,7 +23,9 @@ from typing import Any, Dict, Tuple
 import tensorflow as tf
 from absl import logging
 
+from slim_mp.seams.official_loops import running_loop
 from slim_mp.seams.step_watch import step_watch
+from slim_mp.seams.train_dir_guard import guard_train_dir
 
 _STOP_FLAGS = ("should_log", "should_stop")
 
@@ -41,12 +47,17 @@ def train_step(sess: tf.compat.v1.Session, train_op: tf.Tensor, global_step: tf.
     Raises:
       TrainingDivergedError: the loss-scale guard or a loss check fired (the message is one sentence
         naming the step, and with ``debug_nonfinite`` the op that made the first inf/NaN).
+      TrainDirInUseError: another process holds the lock on ``logdir``.
       ValueError: ``train_step_kwargs`` asks for traces (``trace_every_n_steps`` of ``slim.learning.train``).
     """
     if "should_trace" in train_step_kwargs:
         raise ValueError("train_step_fn=slim_mp.train_step writes no traces; drop trace_every_n_steps from "
                          "slim.learning.train, or profile with slim's own train_step.")
     watch = step_watch(sess.graph, global_step)
+    if watch.first_step is None:  # the first step of this graph: find slim's loop, lock its train dir
+        watch.loop = running_loop()
+        guard_train_dir(watch.loop)
+    watch.session = sess
     watch.sigterm.install()
     try:
         flags = {key: train_step_kwargs[key] for key in _STOP_FLAGS if key in train_step_kwargs}

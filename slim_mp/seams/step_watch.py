@@ -25,14 +25,16 @@ a skip warning and the divergence sentence the step being taken (1-based).
 
 import dataclasses
 import weakref
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.seams.divergence_report import diverged_error, report_uncaught_divergence
+from slim_mp.loss_scale import NONFINITE_LOSS, TrainingDivergedError, read_divergence
 from slim_mp.seams.nonfinite_watch import Feed, NonfiniteWatch
-from slim_mp.seams.preemption import SigtermStop
+from slim_mp.seams.official_loops import OfficialLoop
+from slim_mp.seams.preemption import SigtermStop, TerminatedAfterSave
 from slim_mp.seams.progress import Throughput, format_progress, graph_progress_tensors, images_per_step
 
 Fetches = Dict[str, Any]
@@ -48,7 +50,8 @@ class StepWatch:
 
     ``progress`` are the tensors read after the step when its run did not fetch them (the global
     step, and the loss scale and skipped steps of a loss-scaling optimizer); ``loss_scale`` is the
-    scale a divergence sentence names (None without loss scaling).
+    scale a divergence sentence names (None without loss scaling). ``loop`` is the official loop a
+    seam runs in (``official_loops``), found at its first step (None in ours and in a plain loop).
     """
 
     nonfinite: NonfiniteWatch
@@ -59,9 +62,11 @@ class StepWatch:
     sigterm: SigtermStop = dataclasses.field(default_factory=SigtermStop)
     last_values: Optional[Dict[str, float]] = None
     first_step: Optional[int] = None  # the global step the loop started from, read at its first step
-    # The running step's feed, and (set by the hook, for ``reporting_divergence``) the raw session.
+    # The running step's feed, and the loop's raw session (set by the seams, for a later replay).
     last_feed: Feed = dataclasses.field(default_factory=dict)
     session: Optional[tf.compat.v1.Session] = None
+    loop: Optional[OfficialLoop] = None
+    terminated: bool = False  # SIGTERM stopped the loop: the process ends once its final save is done
 
     def capture(self, session: tf.compat.v1.Session) -> Feed:
         """Read the step's batch for the probes (empty without them); the step runs with it fed."""
@@ -103,6 +108,9 @@ class StepWatch:
         if missing or read_after:
             values = dict(values, **session.run(dict(read_after or {}, **missing)))
         self.nonfinite.after_step(session, values, self.last_feed, self.step_taken())
+        if self.loss_scale is None and "loss" in values and not np.isfinite(values["loss"]):
+            # Without loss scaling nothing skips the step: its update is applied, so no save may follow.
+            raise TrainingDivergedError(NONFINITE_LOSS, self.step_taken(), None)
         if self.throughput is not None:
             self.throughput.step_done()
         self.last_values = {key: float(values[key]) for key in PROGRESS_KEYS if key in values}
@@ -127,9 +135,10 @@ class StepWatch:
                           ) -> tf.errors.OpError:
         """Raise a failed step's ``error`` as a ``TrainingDivergedError`` if it is one; else return it explained.
 
-        The diagnosis (the origin of the inf/NaN, ``NonfiniteWatch.explain``) is added either way. With
-        a live ``session`` the step and scale are read from it, else (a closed session) taken from the
-        last step. Uncaught, a ``TrainingDivergedError`` ends the output as one ``error:`` line.
+        The diagnosis (the origin of the inf/NaN, ``NonfiniteWatch.explain``) is added either way. The
+        step is ``step_taken``; with a live ``session`` the scale is read from it, else (a closed
+        session) taken from the last step. Uncaught, a ``TrainingDivergedError`` ends the output as
+        one ``error:`` line (``error_lines``).
         """
         explained = self.nonfinite.explain(error, session, self.last_feed)
 
@@ -138,21 +147,48 @@ class StepWatch:
                 return None if self.loss_scale is None else (self.last_values or {}).get("loss_scale")
             return float(session.run(self.loss_scale))
 
-        diverged = diverged_error(explained, self.step_taken(), read_loss_scale)
+        diverged = _diverged_error(explained, self.step_taken(), read_loss_scale)
         if diverged is not None:
-            report_uncaught_divergence()
             raise diverged from error
         return explained
 
+    def diagnose_last_step(self) -> None:
+        """Replay the last captured batch on the loop's open session (a no-op without probes or a session).
+
+        For a divergence reported from elsewhere first (a histogram summary failing in another thread):
+        its sentence then names where the inf/NaN first appears now, even when no step was replayed yet
+        or the last replay was of an earlier, unrelated skip.
+        """
+        if self.session is not None:
+            self.nonfinite.diagnose(self.session, self.last_feed)
+
     def stop_requested(self, where: str) -> bool:
-        """True once SIGTERM arrived: logs that the loop stops and ``where`` the current step is saved."""
+        """True once SIGTERM arrived: logs that the loop stops and ``where`` its final save writes the current step.
+
+        slim's Supervisor is asked to end the process (``TerminatedAfterSave``) once that save is done.
+        """
         if not self.sigterm.requested:
             return False
         step = int((self.last_values or {}).get("step", 0))
-        logging.warning("terminated by SIGTERM at step %d; stopping so that %s saves model.ckpt-%d; "
-                        "rerun the same command to resume", step, where, step)
+        saves = self.loop is None or self.loop.writes_checkpoints
+        stopping = f"stopping so that {where} saves model.ckpt-{step}" if saves else \
+            "stopping (this process saves no checkpoint)"
+        logging.warning("terminated by SIGTERM at step %d; %s; rerun the same command to resume", step, stopping)
         self.sigterm.restore()
+        self.terminated = True
+        if self.loop is not None and self.loop.coordinator is not None:
+            self.loop.coordinator.request_stop((TerminatedAfterSave, TerminatedAfterSave(), None))
         return True
+
+
+def _diverged_error(error: tf.errors.OpError, step: int,
+                    read_loss_scale: Callable[[], Optional[float]]) -> Optional[TrainingDivergedError]:
+    """The ``TrainingDivergedError`` of a failed train ``step`` (1-based), or None when ``error`` is no divergence.
+
+    ``read_loss_scale`` gives the loss scale then (None without loss scaling); it is called only for a divergence.
+    """
+    divergence = read_divergence(error) if isinstance(error, tf.errors.InvalidArgumentError) else None
+    return None if divergence is None else TrainingDivergedError(divergence, step, read_loss_scale())
 
 
 def step_watch(graph: tf.Graph, global_step: tf.Tensor, batch_size: Optional[int] = None) -> StepWatch:
@@ -174,3 +210,8 @@ def step_watch(graph: tf.Graph, global_step: tf.Tensor, batch_size: Optional[int
 def existing_step_watch(graph: tf.Graph) -> Optional[StepWatch]:
     """The ``StepWatch`` a loop made for ``graph``, or None if none ran there."""
     return _WATCHES.get(graph)
+
+
+def watched_graphs() -> List[tf.Graph]:
+    """The graphs a loop has watched steps in (and that are still alive)."""
+    return list(_WATCHES.keys())

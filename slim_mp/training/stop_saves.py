@@ -18,12 +18,8 @@ from typing import Callable, ContextManager, Iterator, Optional, Sequence, Tuple
 import tensorflow as tf
 from absl import logging
 
-from slim_mp.seams import Terminated
+from slim_mp.seams import DATA_ERRORS, Terminated, tensorflow_reason
 from slim_mp.training.step_schedule import StepSchedule
-
-DATA_ERRORS = (
-    tf.errors.DataLossError, tf.errors.InvalidArgumentError, tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
-)
 
 
 class InputDataError(ValueError):
@@ -40,20 +36,11 @@ def _save_current(read_step: Callable[[], int], schedule: StepSchedule, why: str
     return step, checkpoint
 
 
-# Lines of a graph-mode OpError's message around its reason: the header, where the node was built, the node.
-_MESSAGE_FRAME = ("Graph execution error", "Detected at node", "File ", "Node:", "[[")
-
-
 def _data_failure(error: Exception) -> str:
-    """What the reader's mapping said (a ValueError naming the file), or the reason in TensorFlow's error.
-
-    TensorFlow's own reason for a missing or unreadable file names it (``<path>; No such file or directory``).
-    """
-    if not isinstance(error, tf.errors.OpError):
-        return str(error).rstrip(".")
-    reasons = [line.strip() for line in error.message.splitlines()
-               if line.strip() and not line.strip().startswith(_MESSAGE_FRAME)]
-    return f"reading the input failed ({type(error).__name__}: {reasons[-1] if reasons else 'no reason given'})"
+    """What the reader's mapping said (a ValueError naming the file), or the reason in TensorFlow's error."""
+    if isinstance(error, tf.errors.OpError):
+        return f"reading the input failed ({tensorflow_reason(error)})"
+    return str(error).rstrip(".")
 
 
 @contextlib.contextmanager

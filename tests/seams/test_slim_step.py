@@ -102,3 +102,12 @@ def test_a_request_for_traces_is_an_error_naming_the_argument():
         with tf1.Session() as session:
             with pytest.raises(ValueError, match="drop trace_every_n_steps from slim.learning.train"):
                 slim_mp.train_step(session, train_op, global_step, {"should_trace": tf.constant(True)})
+
+
+def test_a_float32_loss_that_is_not_finite_stops_slim_train_with_the_loss_sentence():
+    with tf.Graph().as_default():
+        train_op, _ = tiny_model.build_float32_with_nan_batch(3)
+        with pytest.raises(slim_mp.TrainingDivergedError) as raised:
+            slim.learning.train(train_op, None, number_of_steps=20, train_step_fn=slim_mp.train_step)
+    assert one_sentence(raised.value) == (
+        "The loss is inf or NaN; lower the optimizer's learning rate or check the input data (at step 3).")

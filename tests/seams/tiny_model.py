@@ -44,3 +44,21 @@ def one_sentence(error: Exception) -> str:
     message = str(error)
     assert "\n" not in message and "node" not in message.lower() and "Traceback" not in message
     return message
+
+
+def build_float32_with_nan_batch(nan_batch: int):
+    """(train_op, global_step) of a float32 linear model whose ``nan_batch``-th batch (1-based) holds a NaN feature.
+
+    The train op is the official script's (the loss after the update, nothing checks it) and nothing
+    wraps the optimizer, so nothing skips the step: the NaN reaches the loss and the weights.
+    """
+    global_step = tf1.train.get_or_create_global_step()
+    features = np.ones([64 * BATCH, FEATURES], np.float32)
+    features[(nan_batch - 1) * BATCH, 0] = np.nan
+    data = tf.data.Dataset.from_tensor_slices((features, np.zeros([64 * BATCH], np.int64))).batch(BATCH)
+    images, labels = tf1.data.make_one_shot_iterator(data).get_next()
+    logits = slim.fully_connected(images, CLASSES, activation_fn=None, scope="linear")
+    loss = tf1.losses.sparse_softmax_cross_entropy(labels, logits)
+    update = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+    with tf.control_dependencies([update]):
+        return tf.identity(loss), global_step
