@@ -17,10 +17,11 @@ from typing import Dict, List, Set
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 MARK = "executed_ops"
 # Run metadata, step stats and partition graphs; kernel names; the step profiler; real op
-# micro-benchmarks and the native-precision table (both decide placement from what runs).
+# micro-benchmarks and the native-precision table (both decide placement from what runs); reading
+# TF_ENABLE_ONEDNN_OPTS (setting it, ``TF_ENABLE_ONEDNN_OPTS=...``, pins the kernels: no flip to check).
 EXECUTED_GRAPH_WORDS = re.compile(
     r"RunMetadata|step_stats|partition_graphs|FULL_TRACE|profile_session_step|op_family|_Mkl"
-    r"|micro_benchmark\(|precision_support\(detect_device|TF_ENABLE_ONEDNN_OPTS")
+    r"|micro_benchmark\(|precision_support\(detect_device|TF_ENABLE_ONEDNN_OPTS(?!=)")
 
 
 def _is_mark(node: ast.AST) -> bool:
@@ -96,8 +97,11 @@ def test_an_unmarked_reader_of_step_stats_is_reported():
         "measure/test_other_mark.py": "import pytest\npytestmark = pytest.mark.slow\n"
                                       "def test_a():\n    tf1.RunMetadata()\n",
         "nets/test_plain.py": "from slim_mp.op_families import op_family\ndef test_a():\n    assert 1 + 1 == 2\n",
+        "scripts/test_pinned.py": "def test_a():\n    run(TF_ENABLE_ONEDNN_OPTS=\"0\")\n",
+        "scripts/test_reads_flag.py": "def test_a():\n    assert os.environ[\"TF_ENABLE_ONEDNN_OPTS\"]\n",
     }
-    assert unmarked_files(sources) == {"measure/test_other_mark.py": ["test_a"], "measure/test_reads.py": ["test_a"]}
+    assert unmarked_files(sources) == {"measure/test_other_mark.py": ["test_a"], "measure/test_reads.py": ["test_a"],
+                                       "scripts/test_reads_flag.py": ["test_a"]}
 
 
 def test_tests_using_a_reading_fixture_or_helper_need_the_mark():

@@ -18,12 +18,9 @@ from typing import Callable, ContextManager, Iterator, Optional, Sequence, Tuple
 import tensorflow as tf
 from absl import logging
 
+from slim_mp.datasets import InputDataError
 from slim_mp.seams import DATA_ERRORS, Terminated, tensorflow_reason
 from slim_mp.training.step_schedule import StepSchedule
-
-
-class InputDataError(ValueError):
-    """An input file broke during training; the message names it and the checkpoint saved before stopping."""
 
 
 def _save_current(read_step: Callable[[], int], schedule: StepSchedule, why: str) -> Tuple[int, Optional[str]]:
@@ -53,7 +50,8 @@ def saved_on_the_way_out(read_step: Callable[[], int], schedule: StepSchedule,
 
     Raises:
       Terminated: SIGTERM, its message naming the step and what was saved.
-      InputDataError: a data error after this run's first step, naming the file and what was saved.
+      InputDataError: (``slim_mp.datasets``'s) a data error after this run's first step, naming the file and what
+        was saved.
     """
     saved = None
     try:
@@ -80,4 +78,4 @@ def saved_on_the_way_out(read_step: Callable[[], int], schedule: StepSchedule,
         what = f"saved {checkpoint}, its last completed step (step {step})" if checkpoint else \
             "the chief saves its last completed step"
         raise InputDataError(f"{_data_failure(error)}; {what}: rerun the same command to resume once the input "
-                             "is fixed.") from error
+                             "is fixed.", getattr(error, "path", None)) from error

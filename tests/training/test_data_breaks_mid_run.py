@@ -23,7 +23,7 @@ SAVED = re.compile(r"; saved (\S+), its last completed step \(step (\d+)\): reru
 
 DAMAGE = {
     "cut mid-record": (lambda path: os.truncate(path, os.path.getsize(path) - 100), f"{SHARD} cannot be read"),
-    "removed": (os.remove, f"{SHARD}; No such file or directory"),
+    "removed": (os.remove, f"{SHARD} of dataset 'image_folder' is gone (No such file or directory)"),
 }
 
 
