@@ -32,7 +32,7 @@ from slim_mp.graph_pass.region import Region, in_scopes
 LOW, FLOAT32 = "low", "float32"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Decision:
     """The colour of one op with float32 data, and why."""
 
@@ -137,8 +137,22 @@ def _low_source_ports(op: tf.Operation, precision: tf.DType) -> OpPorts:
     return OpPorts(op.type, frozenset(), tuple(False for _ in op.inputs), outputs)
 
 
-def paint(region: Region, config: PaintConfig) -> Dict[tf.Operation, Decision]:
-    """Colour every op of ``region`` that has float32 data; see the module docstring for the rules."""
+@dataclasses.dataclass(frozen=True)
+class _Classified:
+    """Phase 1's result: every paintable op's first decision (float32, with the reason when it is fixed), the
+    data edges between them, the ops free to be painted by class, and the ops already producing the low type."""
+
+    decisions: Dict[tf.Operation, Decision]
+    edges: _DataEdges
+    free_by_class: Dict[str, Set[tf.Operation]]
+    already_low: Set[tf.Operation]
+
+    def deny_ops(self) -> Set[tf.Operation]:
+        return {op for op, d in self.decisions.items() if d.op_class == "deny"}
+
+
+def _classified(region: Region, config: PaintConfig) -> _Classified:
+    """Phase 1: each op with float32 data gets its class and, where rule 1 fixes it float32, its reason."""
     ports: Dict[tf.Operation, OpPorts] = {}
     decisions: Dict[tf.Operation, Decision] = {}
     already_low: Set[tf.Operation] = set()
@@ -158,50 +172,64 @@ def paint(region: Region, config: PaintConfig) -> Dict[tf.Operation, Decision]:
             op_class = config.classes.class_of(op.type)
             reason = _fixed_reason(op, op_class, op_port, config)
         decisions[op] = Decision(op, op_class, FLOAT32, reason, op_port)
-
-    edges = _DataEdges(region, ports)
-    free = {op for op, d in decisions.items() if not d.reason}
     by_class: Dict[str, Set[tf.Operation]] = collections.defaultdict(set)
-    for op in free:
-        by_class[decisions[op].op_class].add(op)
-    deny_ops = {op for op, d in decisions.items() if d.op_class == "deny"}
+    for op, decision in decisions.items():
+        if not decision.reason:
+            by_class[decision.op_class].add(op)
+    return _Classified(decisions, _DataEdges(region, ports), dict(by_class), already_low)
 
-    # Deny taint, restricted to infer ops and to clear ops that lead into infer/deny ops.
-    leads_to_range_sensitive = _walk(by_class["infer"] | deny_ops, edges.producers, by_class["clear"])
-    taintable = by_class["infer"] | leads_to_range_sensitive
-    tainted = _walk(deny_ops, edges.consumers, taintable)
-    for op in tainted:
-        decisions[op].reason = "downstream of a deny op"
 
-    low = set(by_class["allow"]) | already_low
-    followers = (by_class["infer"] | by_class["clear"]) - tainted
-    unsafe_producers = tainted | deny_ops
+def _deny_tainted(classified: _Classified) -> Set[tf.Operation]:
+    """Phase 2 (rule 3): the infer ops downstream of a deny op, and the clear ops on the way that lead into an
+    infer or deny op."""
+    free, edges, deny_ops = classified.free_by_class, classified.edges, classified.deny_ops()
+    clear, infer = free.get("clear", set()), free.get("infer", set())
+    leads_to_range_sensitive = _walk(infer | deny_ops, edges.producers, clear)
+    return _walk(deny_ops, edges.consumers, infer | leads_to_range_sensitive)
+
+
+def _spread_low(classified: _Classified, tainted: Set[tf.Operation]) -> Set[tf.Operation]:
+    """Phases 3 (rule 2) and 4 (rule 4): the allow ops and what is already low, then, to a fixpoint, the
+    untainted infer/clear ops between low ops or next to them, and int-to-float casts read only by low ops."""
+    free, edges = classified.free_by_class, classified.edges
+    infer, clear = free.get("infer", set()) - tainted, free.get("clear", set()) - tainted
+    low = set(free.get("allow", set())) | classified.already_low
+    unsafe_producers = tainted | classified.deny_ops()
     changed = True
     while changed:
         before = len(low)
-        candidates = followers - low
-        between = _walk(low, edges.consumers, candidates) & _walk(low, edges.producers, candidates)
-        low |= between
-        for op in (by_class["infer"] - tainted) - low:
+        candidates = (infer | clear) - low
+        low |= _walk(low, edges.consumers, candidates) & _walk(low, edges.producers, candidates)
+        for op in infer - low:
             producers = edges.producers[op]
             if any(p in low for p in producers) and not any(p in unsafe_producers for p in producers):
                 low.add(op)
-        for op in (by_class["clear"] - tainted) - low:
+        for op in clear - low:
             if any(p in low for p in edges.producers[op]) or any(c in low for c in edges.consumers[op]):
                 low.add(op)
-        for op in by_class["cast"] - low:
+        for op in free.get("cast", set()) - low:
             consumers = edges.consumers[op]
             if consumers and all(c in low for c in consumers):
                 low.add(op)
         changed = len(low) != before
+    return low
 
-    for op, decision in decisions.items():
-        if op in low:
-            decision.colour = LOW
-            decision.reason = _low_reason(decision.op_class)
-        elif not decision.reason:
-            decision.reason = "no low-precision neighbour"
-    return decisions
+
+def _final_decision(decision: Decision, low: Set[tf.Operation], tainted: Set[tf.Operation]) -> Decision:
+    """An op's decision once painted: low with its class's reason, or float32 with why."""
+    if decision.op in low:
+        return dataclasses.replace(decision, colour=LOW, reason=_low_reason(decision.op_class))
+    if decision.op in tainted:
+        return dataclasses.replace(decision, reason="downstream of a deny op")
+    return decision if decision.reason else dataclasses.replace(decision, reason="no low-precision neighbour")
+
+
+def paint(region: Region, config: PaintConfig) -> Dict[tf.Operation, Decision]:
+    """Colour every op of ``region`` that has float32 data; see the module docstring for the rules."""
+    classified = _classified(region, config)
+    tainted = _deny_tainted(classified)
+    low = _spread_low(classified, tainted)
+    return {op: _final_decision(decision, low, tainted) for op, decision in classified.decisions.items()}
 
 
 def _low_reason(op_class: str) -> str:

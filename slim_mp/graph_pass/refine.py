@@ -9,6 +9,7 @@ number of casts.
 """
 
 import collections
+import dataclasses
 from typing import Dict, List, Sequence, Set, Tuple
 
 import tensorflow as tf
@@ -53,11 +54,9 @@ def demote_tail(low_ops: List[tf.Operation], decisions: Dict[tf.Operation, Decis
     cost_low, cost_float32 = _cost(low_ops, ports, precision), _cost(kept, ports, precision)
     if cost_float32 >= cost_low:
         return low_ops
+    reason = f"after the last allow op, float32 needs fewer casts ({cost_float32[0]} vs {cost_low[0]})"
     for op in tail:
-        decisions[op].colour = FLOAT32
-        decisions[op].reason = (
-            f"after the last allow op, float32 needs fewer casts ({cost_float32[0]} vs {cost_low[0]})"
-        )
+        decisions[op] = dataclasses.replace(decisions[op], colour=FLOAT32, reason=reason)
     return kept
 
 
