@@ -49,7 +49,7 @@ from slim_mp.graph_pass.placement.kernel_choice import KernelChoice, choose_kern
 from slim_mp.graph_pass.placement.noise import pooled_noise
 from slim_mp.graph_pass.placement.options import Placement, PlacementOptions
 from slim_mp.graph_pass.placement.plan import PlacementPlan
-from slim_mp.graph_pass.placement.region_copy import copy_for_timing
+from slim_mp.graph_pass.placement.region_copy import copy_for_timing, smaller_for_timing
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming, cast_signature, op_signature
 from slim_mp.graph_pass.placement.step_check import StepCheck, check_batch, judge, not_checked, reused_check
@@ -175,6 +175,7 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
     signatures = _allow_signatures(region, config)
     copy, why_not = (copy_for_timing(region, objectives) if options.times_whole_steps() and signatures
                      else (None, ""))
+    copy = smaller_for_timing(copy, options.step_max_batch) if copy is not None else None
     pool = StepPool(copy, config, options.target, options.step_warmup) if copy is not None else None
     try:
         ahead = (pool is not None and _check_likely(config, options)
@@ -203,6 +204,10 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
         check = None
         if options.times_whole_steps() and context.lowered(chosen):
             chosen, check = _checked(context, chosen, timed)
+            if copy is not None and copy.full_batch is not None:
+                batch = copy.batch()
+                check = dataclasses.replace(check, reason=f"{check.reason} (whole steps of {batch} of the step's "
+                                                          f"{copy.full_batch} examples)")
     finally:
         if pool is not None:
             pool.close()

@@ -17,6 +17,7 @@ import collections
 import dataclasses
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 from tensorflow.python.framework import ops as framework_ops
@@ -197,13 +198,45 @@ class PairRounds:
     """How the pairs are timed: ``warmup`` untimed runs each, then up to ``runs`` rounds, fewer for a
     pair once ``settled(low rounds, float32 rounds)`` says its two times are far enough apart
     (``NoiseRule.settled``; None: all ``runs``). ``before_rounds`` is called between the
-    warm-ups and the first timed round (``interleaved_ms``). The values come from
-    ``PlacementOptions`` (``timing_cache.timings_for``): no defaults here to contradict them."""
+    warm-ups and the first timed round (``interleaved_ms``). ``max_elements``: a batched op whose
+    first input holds more is timed on fewer of its examples (``timed_signature``). The values come
+    from ``PlacementOptions`` (``timing_cache.timings_for``): no defaults here to contradict them."""
 
     warmup: int
     runs: int
     settled: Optional[Settled]
     before_rounds: Optional[Callable[[], object]] = None
+    max_elements: Optional[int] = None
+
+
+def timed_signature(signature: OpSignature, max_elements: Optional[int]) -> Tuple[OpSignature, float]:
+    """The signature to time for ``signature`` and the factor its times are then scaled by.
+
+    A convolution's or product's time grows with its batch (the first dimension of its first input),
+    and its float32 / low ratio hardly does: one whose first input holds more than ``max_elements``
+    is timed on as many of its examples as fit (at least one), its times multiplied by its batch over
+    them, so a cold pass at batch 32 costs what one at batch 8 does. Others are timed as they are.
+    """
+    transposed = dict(signature.attrs).get("transpose_a", False)
+    if max_elements is None or not gradient_roles(signature.op_type) or transposed or not signature.input_shapes:
+        return signature, 1.0
+    batch, *example = signature.input_shapes[0]
+    per_example = int(np.prod(example, dtype=np.int64)) if example else 1
+    if batch <= 1 or batch * per_example <= max_elements:
+        return signature, 1.0
+    timed_batch = max(1, max_elements // per_example)
+    shapes = ((timed_batch, *example),) + tuple(signature.input_shapes[1:])
+    return dataclasses.replace(signature, input_shapes=shapes), batch / timed_batch
+
+
+def _scaled(timing: OpTiming, factor: float) -> OpTiming:
+    """``timing`` with every time multiplied by ``factor`` (its noise, a fraction, unchanged)."""
+    if factor == 1.0:
+        return timing
+    gradients = tuple(dataclasses.replace(g, float32_ms=g.float32_ms * factor, low_ms=g.low_ms * factor,
+                                          matmul_ms=None if g.matmul_ms is None else g.matmul_ms * factor)
+                      for g in timing.gradients)
+    return OpTiming(timing.float32_ms * factor, timing.low_ms * factor, timing.noise, gradients)
 
 
 def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, target: MeasuringTarget,
@@ -220,8 +253,9 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, targ
     graph = tf.Graph()
     fetched: Dict[OpSignature, _Timed] = {}
     inputs = SharedInputs()
+    timed_as = {signature: timed_signature(signature, rounds.max_elements) for signature in signatures}
     with graph.as_default(), tf.device(target.local_device() or None):
-        for signature in signatures:
+        for signature in dict.fromkeys(timed for timed, _ in timed_as.values()):
             try:
                 with tf.name_scope(signature.op_type):
                     fetched[signature] = _timed_fetches(signature, precision, target.training, inputs)
@@ -249,4 +283,5 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, targ
         if any(values is None for values in list(float32_rounds.values()) + list(low_rounds.values())):
             continue
         timings[signature] = _timing_of(signature, float32_rounds, low_rounds)
-    return timings
+    return {signature: _scaled(timings[timed], factor) for signature, (timed, factor) in timed_as.items()
+            if timed in timings}

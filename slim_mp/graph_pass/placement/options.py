@@ -87,10 +87,17 @@ class PlacementOptions:
     rounds settle, the search's rounds answer the check, and two rounds are clear), so candidates
     whose estimates all lie within the floor are not timed, and a placement with low-precision ops
     must beat the all-float32 step beyond the noise. Whole steps get as many timed runs as fit
-    ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``, and
-    settle no earlier than round ``settle_step_runs`` (7): their verdict is the guarantee, and the
-    spread of three ratios can be small by luck (a big network gets only ``min_step_runs`` rounds
-    anyway). ``cast_sizes``: element counts of the two casts timed to fit the cast cost model.
+    ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``, and settle no
+    earlier than round ``settle_step_runs`` (7): their verdict is the guarantee, and the spread of three
+    ratios can be small by luck (a big network gets only ``min_step_runs`` rounds anyway); the search's batch,
+    which only ranks the candidates, settles from the third. ``cast_sizes``: element counts of the two casts
+    timed to fit the cast cost model.
+    ``op_max_elements``: a convolution or product whose first input holds more elements is timed on
+    part of its batch, its times scaled up (``micro_benchmark.timed_signature``): at 1M elements
+    (a ResNet-50 224 px block-1 layer at batch 5), a batch-32 step's ops cost what a batch-8 one's do.
+    ``step_max_batch``: whole steps of a larger batch are timed fed this many examples, when the graph
+    builds so (``region_copy.smaller_for_timing``): the check times each step three times or more, and
+    a batch-32 ResNet-50 step takes 3 s in float32.
     """
 
     cache_dir: Optional[str] = None
@@ -108,12 +115,14 @@ class PlacementOptions:
     step_warmup: int = 1
     low_precision_margin: float = 0.20
     verify_window: float = 0.35
-    max_timed_candidates: int = 6
+    max_timed_candidates: int = 4
     noise: NoiseRule = NoiseRule()
-    step_timing_ms: float = 5000.0
+    step_timing_ms: float = 2500.0
     min_step_runs: int = 3
     max_step_runs: int = 21
     cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
+    op_max_elements: int = 1 << 20
+    step_max_batch: int = 8
     settle_step_runs: int = 7
 
     def fixed_timings_file(self) -> Optional[str]:

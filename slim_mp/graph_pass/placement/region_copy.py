@@ -8,9 +8,14 @@ estimate, each is applied to its own copy of the region and the copies' steps ar
 each other (``whole_steps``).
 
 A copy holds the region's ops with their shapes and attributes, minus what lies outside the
-computation: variable reads and input ops (``Placeholder``, ``IteratorGetNext``, ...) become
-random variables of the same shapes and types (``Substitute``), and stateful ops other than random
-numbers (variable updates, readers) are left out, their inputs still computed.
+computation: variable reads, input ops (``Placeholder``, ``IteratorGetNext``, ...) and large
+constants (a benchmark's fixed images) become random variables of the same shapes and types
+(``Substitute``), and stateful ops other than random numbers (variable updates, readers) are left
+out, their inputs still computed.
+
+A large batch makes every whole step long, and the check times each step at least three times
+(its warm-up and two rounds): ``at_batch`` gives the copy fed with fewer examples, which
+``smaller_for_timing`` keeps when the graph builds with it (no constant holds the batch size).
 """
 
 import dataclasses
@@ -18,6 +23,7 @@ import hashlib
 import warnings
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
@@ -27,6 +33,8 @@ from slim_mp.graph_pass.region import Region
 
 # Source ops a copy keeps: constants, and defaults it can compute itself.
 _KEPT_SOURCE_TYPES = frozenset({"Const", "PlaceholderWithDefault"})
+# A constant with at least this many elements is data (a benchmark's fixed batch), not a parameter: a substitute.
+_DATA_CONSTANT_ELEMENTS = 1 << 14
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +45,7 @@ class Substitute:
     shape: Tuple[int, ...]
     dtype: tf.DType
     trainable: bool
+    is_input: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +56,24 @@ class RegionCopy:
     substitutes: Tuple[Substitute, ...]
     objectives: Tuple[str, ...]
     sinks: Tuple[str, ...]
+    # When fed fewer examples than the step (``at_batch``): the step's own batch.
+    full_batch: Optional[int] = None
+
+    def batch(self) -> Optional[int]:
+        """The examples a step feeds: the first dimension of the largest input, when every input of at least
+        two dimensions starts with it; None when there is no such batch."""
+        inputs = [s for s in self.substitutes if s.is_input and len(s.shape) >= 2]
+        if not inputs:
+            return None
+        batch = max(inputs, key=lambda s: int(np.prod(s.shape, dtype=np.int64))).shape[0]
+        return batch if all(s.shape[0] == batch for s in inputs) else None
+
+    def at_batch(self, examples: int) -> "RegionCopy":
+        """This copy fed ``examples`` of each input's ``batch()`` (inputs of that first dimension cut down)."""
+        batch = self.batch()
+        substitutes = tuple(dataclasses.replace(s, shape=(examples,) + s.shape[1:])
+                            if s.is_input and s.shape and s.shape[0] == batch else s for s in self.substitutes)
+        return dataclasses.replace(self, substitutes=substitutes, full_batch=batch)
 
     def digest(self) -> str:
         """A stable key of the copy (ops, attributes, shapes, substitutes) for the timing cache."""
@@ -60,9 +87,13 @@ def _variable_of_read(op: tf.Operation) -> tf.Operation:
     return op.inputs[0].op
 
 
+def _is_data_constant(op: tf.Operation) -> bool:
+    return op.type == "Const" and op.outputs[0].shape.num_elements() >= _DATA_CONSTANT_ELEMENTS
+
+
 def _outside(op: tf.Operation) -> bool:
     """Whether ``op`` lies outside the copied computation (its outputs become substitutes, if used)."""
-    if is_variable_read(op) or op.type in SOURCE_OP_TYPES - _KEPT_SOURCE_TYPES:
+    if is_variable_read(op) or op.type in SOURCE_OP_TYPES - _KEPT_SOURCE_TYPES or _is_data_constant(op):
         return True
     return op.op_def.is_stateful and op.type not in RANDOM_OP_TYPES
 
@@ -80,8 +111,9 @@ def _substitute(tensor: tf.Tensor, trainable_variables: Set[str]) -> Substitute:
     if not (dtype.is_floating or dtype.is_integer or dtype == tf.bool):
         raise ValueError(f"{tensor.name} is a {dtype.name} tensor from outside the computation")
     op = tensor.op
-    trainable = op.type in ("Identity", "ReadVariableOp") and _variable_of_read(op).name in trainable_variables
-    return Substitute(tensor.name, tuple(tensor.shape.as_list()), dtype, trainable)
+    is_variable = is_variable_read(op) or op.type == "ReadVariableOp"
+    trainable = is_variable and _variable_of_read(op).name in trainable_variables
+    return Substitute(tensor.name, tuple(tensor.shape.as_list()), dtype, trainable, is_input=not is_variable)
 
 
 def copy_region(region: Region, objectives: Sequence[tf.Tensor]) -> RegionCopy:
@@ -127,6 +159,24 @@ def copy_region(region: Region, objectives: Sequence[tf.Tensor]) -> RegionCopy:
     sinks = tuple(sorted({op.name for op in roots}))
     return RegionCopy(graph_def, tuple(substitutes[name] for name in sorted(substitutes)),
                       tuple(t.name for t in objectives), sinks)
+
+
+def smaller_for_timing(copy: RegionCopy, max_batch: int) -> RegionCopy:
+    """``copy`` fed at most ``max_batch`` examples (``at_batch``) when its batch is larger and its graph builds
+    so (shape inference finds no constant holding the batch size, as a ``reshape(x, [batch, -1])`` would);
+    else ``copy`` itself."""
+    batch = copy.batch()
+    if batch is None or batch <= max_batch:
+        return copy
+    smaller = copy.at_batch(max_batch)
+    graph = tf.Graph()
+    with graph.as_default():
+        inputs = {s.tensor_name: tf.compat.v1.placeholder(s.dtype, s.shape) for s in smaller.substitutes}
+        try:
+            tf.graph_util.import_graph_def(smaller.graph_def, input_map=inputs, name="")
+        except ValueError:
+            return copy
+    return smaller
 
 
 def copy_for_timing(region: Region, objectives: Sequence[tf.Tensor]) -> Tuple[Optional[RegionCopy], str]:

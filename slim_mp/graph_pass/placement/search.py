@@ -108,19 +108,18 @@ def find_candidates(estimators: Sequence[Estimator], regions: Sequence[FrozenSet
 
 
 def shortlist(candidates: Sequence[Candidate], estimate: Estimator, options: PlacementOptions) -> List[Candidate]:
-    """The candidates worth timing as whole steps: those within ``verify_window`` of the best estimate,
-    at most half of ``max_timed_candidates``, each followed by its twin with the tail kept low where
-    that paints differently (``refine`` demotes the tail to save casts, which splits conv + bias + relu
-    fusions; only timing tells which is faster)."""
+    """The candidates worth timing as whole steps: those within ``verify_window`` of the best estimate, at most
+    ``max_timed_candidates``, the best one followed by its twin with the tail kept low where that paints
+    differently (``refine`` demotes the tail to save casts, which splits conv + bias + relu fusions; only
+    timing tells which is faster). One twin, the best's: every step timed costs the cold pass its build, its
+    opening and seven rounds or more."""
     best = min(c.estimated_ms for c in candidates)
     close = [c for c in candidates if c.estimated_ms <= best * (1 + options.verify_window)]
-    result = []
-    for candidate in close[:options.max_timed_candidates // 2]:
-        result.append(candidate)
-        twin = dataclasses.replace(candidate, tail_low=True, found_as=candidate.found_as + ("tail kept low",))
-        if estimate.painted(twin)[1] != estimate.painted(candidate)[1]:
-            result.append(dataclasses.replace(twin, estimated_ms=estimate(twin)))
-    return result[:options.max_timed_candidates]
+    result = close[:1]
+    twin = dataclasses.replace(close[0], tail_low=True, found_as=close[0].found_as + ("tail kept low",))
+    if estimate.painted(twin)[1] != estimate.painted(close[0])[1]:
+        result.append(dataclasses.replace(twin, estimated_ms=estimate(twin)))
+    return (result + close[1:])[:options.max_timed_candidates]
 
 
 def worth_timing(timed: Sequence[Candidate], options: PlacementOptions) -> bool:

@@ -149,7 +149,8 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     missing = [s for s, timing in found.items() if timing is None]
     timings = {s: timing for s, timing in found.items() if timing is not None}
     if missing:
-        rounds = PairRounds(options.warmup, options.runs, options.noise.settled, before_rounds)
+        rounds = PairRounds(options.warmup, options.runs, options.noise.settled, before_rounds,
+                            options.op_max_elements)
         measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target, rounds))
         measured = measure(missing, precision)
         cache.add({s.key(): t.as_numbers() for s, t in measured.items()})

@@ -11,6 +11,7 @@ the chosen one lost, static beside all float32 (``STATIC``). They are cached apa
 only comparable with the steps timed in the same rounds.
 """
 
+import dataclasses
 import enum
 import hashlib
 import warnings
@@ -36,10 +37,11 @@ class StepBatch(enum.StrEnum):
     STATIC = "check-static"
 
 
-def until_settled(options: PlacementOptions, reference: int, machine_noise: Optional[float] = None) -> StillOpen:
+def until_settled(options: PlacementOptions, reference: int, machine_noise: Optional[float] = None,
+                  min_rounds: Optional[int] = None) -> StillOpen:
     """Rounds go on for all steps while any step's verdict against step ``reference`` is not settled
-    (``NoiseRule.settled``), and for at least ``options.settle_step_runs`` rounds; a reference
-    that did not run leaves them all to the last round.
+    (``NoiseRule.settled``), and for at least ``min_rounds`` rounds (default ``options.settle_step_runs``:
+    the check's verdict is the guarantee); a reference that did not run leaves them all to the last round.
 
     With ``machine_noise`` (the noise measured just before), every verdict clear in every round so
     far (``NoiseRule.is_clear``) also settles them, from the second round on.
@@ -54,7 +56,7 @@ def until_settled(options: PlacementOptions, reference: int, machine_noise: Opti
                 options.noise.is_clear(values, times[reference], machine_noise)
                 for values in others):
             return []
-        if len(times[reference]) < options.settle_step_runs:
+        if len(times[reference]) < (options.settle_step_runs if min_rounds is None else min_rounds):
             return everyone
         settled = all(options.noise.settled(values, times[reference]) for values in others)
         return [] if settled else everyone
@@ -62,25 +64,36 @@ def until_settled(options: PlacementOptions, reference: int, machine_noise: Opti
     return still_open
 
 
-def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], options: PlacementOptions, runs: int,
-                         reference: int = 0, machine_noise: Optional[float] = None) -> List[Optional[Timed]]:
-    """One step of each candidate (from ``pool``, warmed up there) timed in up to ``runs`` interleaved
-    rounds, fewer once every step's verdict against candidate ``reference`` is settled: its fastest
-    milliseconds and the noise of comparing it with candidate ``reference``; None for one that
-    fails to run.
+@dataclasses.dataclass(frozen=True)
+class StepRounds:
+    """How one batch of whole steps is timed: up to ``runs`` rounds, each step judged against step
+    ``reference``; ``machine_noise`` and ``min_rounds`` as ``until_settled`` takes them."""
 
-    With ``machine_noise`` a clear verdict may end the rounds from the second (``until_settled``);
+    runs: int
+    reference: int = 0
+    machine_noise: Optional[float] = None
+    min_rounds: Optional[int] = None
+
+
+def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], options: PlacementOptions,
+                         rounds: StepRounds) -> List[Optional[Timed]]:
+    """One step of each candidate (from ``pool``, warmed up there) timed in up to ``rounds.runs`` interleaved
+    rounds, fewer once every step's verdict against candidate ``rounds.reference`` is settled: its fastest
+    milliseconds and the noise of comparing it with that candidate; None for one that fails to run.
+
+    With ``rounds.machine_noise`` a clear verdict may end the rounds from the second (``until_settled``);
     a step timed in fewer rounds than a spread needs (``MIN_NOISE_ROUNDS``) then carries that noise.
     """
+    reference, machine_noise = rounds.reference, rounds.machine_noise
     pool.start(candidates)
     steps = [pool.step(candidate) for candidate in candidates]
     pool.wait_idle()
-    rounds = interleaved_ms([step.run for step in steps], runs,
-                            still_open=until_settled(options, reference, machine_noise),
-                            first_look=MIN_NOISE_ROUNDS if machine_noise is None else 2)
+    times = interleaved_ms([step.run for step in steps], rounds.runs,
+                           still_open=until_settled(options, reference, machine_noise, rounds.min_rounds),
+                           first_look=MIN_NOISE_ROUNDS if machine_noise is None else 2)
     return [Timed(timed.ms, machine_noise) if timed is not None and machine_noise is not None and index != reference
-            and len(rounds[index]) < MIN_NOISE_ROUNDS else timed
-            for index, timed in enumerate(timed_against(rounds, reference))]
+            and len(times[index]) < MIN_NOISE_ROUNDS else timed
+            for index, timed in enumerate(timed_against(times, reference))]
 
 
 def step_runs(context: SearchContext, candidates: Sequence[Candidate]) -> int:
@@ -118,9 +131,13 @@ def steps_timed(context: SearchContext, candidates: Sequence[Candidate], referen
     if all(value and len(value) == 2 for value in stored):
         return [Timed(*value) for value in stored]
     runs = step_runs(context, candidates)
-    machine_noise = None if batch == StepBatch.COMPARE else context.machine_noise
+    # The search's batch only ranks the candidates (the check, timed apart, is the guarantee): its rounds may
+    # settle as soon as a spread can be read.
+    comparing = batch == StepBatch.COMPARE
+    machine_noise = None if comparing else context.machine_noise
     measure = options.measure_steps or (lambda timed, base: time_candidate_steps(
-        context.steps, timed, options, runs=runs, reference=base, machine_noise=machine_noise))
+        context.steps, timed, options,
+        StepRounds(runs, base, machine_noise, MIN_NOISE_ROUNDS if comparing else None)))
     try:
         times = measure(candidates, reference)
     except _STEP_ERRORS as error:

@@ -7,7 +7,7 @@ from slim_mp.graph_pass.placement import MeasuringTarget
 from slim_mp import timing
 from slim_mp.graph_pass.placement import timing_graphs
 from slim_mp.graph_pass.placement.micro_benchmark import PairRounds, micro_benchmark, open_groups
-from slim_mp.graph_pass.placement.signatures import GradientTiming
+from slim_mp.graph_pass.placement.signatures import GradientTiming, OpTiming
 from slim_mp.graph_pass.placement.signatures import cast_signature, op_signature
 
 from .fakes import conv_chain
@@ -138,3 +138,44 @@ def test_signatures_share_inputs_of_one_shape_and_type_but_an_op_never_reads_one
     for product in (op for op in both.get_operations() if op.type == "MatMul"):
         assert len({tensor.name for tensor in product.inputs}) == 2, product.name
     assert not [op.name for op in both.get_operations() if op.type in ("AddN", "AddV2")]
+
+
+def test_a_large_batched_op_is_timed_on_part_of_its_batch_and_its_times_scaled_up():
+    from slim_mp.graph_pass.placement.micro_benchmark import timed_signature
+
+    graph = tf.Graph()
+    with graph.as_default():
+        conv = op_signature(tf.nn.conv2d(tf.ones([32, 10, 10, 4]), tf.ones([3, 3, 4, 4]), 1, "SAME").op)
+        transposed = op_signature(tf.matmul(tf.ones([32, 40]), tf.ones([32, 5]), transpose_a=True).op)
+    # 400 elements an example: 4000 fit 10 of the 32 examples.
+    timed, factor = timed_signature(conv, max_elements=4000)
+    assert timed.input_shapes == ((10, 10, 10, 4), (3, 3, 4, 4)) and factor == pytest.approx(3.2)
+    assert timed_signature(conv, max_elements=32 * 400) == (conv, 1.0), "fits as it is"
+    assert timed_signature(conv, max_elements=None) == (conv, 1.0)
+    assert timed_signature(transposed, max_elements=10) == (transposed, 1.0), "its first input's rows are no batch"
+    assert timed_signature(cast_signature(1 << 20), max_elements=10)[1] == 1.0
+
+
+@pytest.mark.executed_ops
+def test_only_the_part_of_the_batch_that_fits_is_built_and_timed(monkeypatch):
+    graph = tf.Graph()
+    with graph.as_default():
+        conv = op_signature(tf.nn.conv2d(tf.ones([32, 10, 10, 4]), tf.ones([3, 3, 4, 4]), 1, "SAME").op)
+    timed = []
+    real_session = MeasuringTarget.op_session
+    monkeypatch.setattr(MeasuringTarget, "op_session",
+                        lambda self, graph: timed.append({tuple(op.outputs[0].shape.as_list()) for op in
+                                                          graph.get_operations() if op.type == "Conv2D"})
+                        or real_session(self, graph))
+    timing = micro_benchmark([conv], tf.bfloat16, MeasuringTarget(), PairRounds(0, 1, None, max_elements=8 * 400))
+    assert timed == [{(8, 10, 10, 4)}], "only the 8-example convolution is built and timed"
+    parts = timing[conv].gradients
+    assert timing[conv].float32_ms > sum(g.float32_ms for g in parts) > 0
+
+
+def test_scaling_multiplies_every_time_and_keeps_the_noise():
+    from slim_mp.graph_pass.placement.micro_benchmark import _scaled
+
+    timing = OpTiming(1.0, 2.0, 0.1, (GradientTiming("input", 0.5, 0.25), GradientTiming("filter", 0.3, 0.6, 0.2)))
+    assert _scaled(timing, 4.0) == OpTiming(4.0, 8.0, 0.1, (GradientTiming("input", 2.0, 1.0),
+                                                             GradientTiming("filter", 1.2, 2.4, 0.8)))

@@ -66,3 +66,43 @@ def test_a_region_that_cannot_be_copied_falls_back_to_the_estimate_with_a_warnin
     with pytest.warns(UserWarning, match="cannot time whole steps"):
         report = measured_rewrite(conv_then_while_loop(), tmp_path, FakeMeasure(CLOSE_CALL), measure_steps=refuse_steps)
     assert set(report.placement.float32_ops) == {"conv0", "conv1"}, "the +20% estimate decides"
+
+
+def _batched_net(batch: int, reshape_to_batch: bool, constant_images: bool):
+    """A conv net over a batch of images (a placeholder, or a constant as a benchmark feeds) and labels."""
+    graph = tf.Graph()
+    with graph.as_default():
+        images = (tf.constant(0.5, shape=[batch, 16, 16, 3]) if constant_images
+                  else tf.compat.v1.placeholder(tf.float32, [batch, 16, 16, 3]))
+        labels = tf.compat.v1.placeholder(tf.int64, [batch])
+        weights = tf.compat.v1.get_variable("w", [3, 3, 3, 4])
+        net = tf.nn.relu(tf.nn.conv2d(images, weights, 1, "SAME"))
+        logits = tf.reshape(net, [batch, -1]) if reshape_to_batch else tf.reshape(net, [-1, 16 * 16 * 4])
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    return graph, loss
+
+
+@pytest.mark.parametrize("constant_images", [False, True], ids=["placeholder", "constant images"])
+def test_a_large_batch_is_timed_on_fewer_examples_when_the_graph_builds_so(constant_images):
+    from slim_mp.graph_pass.placement.region_copy import smaller_for_timing
+
+    graph, loss = _batched_net(32, reshape_to_batch=False, constant_images=constant_images)
+    with graph.as_default():
+        copy = copy_region(select_region(loss), [loss])
+    assert copy.batch() == 32
+    smaller = smaller_for_timing(copy, 8)
+    inputs = {s.shape for s in smaller.substitutes if s.is_input}
+    assert inputs == {(8, 16, 16, 3), (8,)} and smaller.full_batch == 32 and smaller.batch() == 8
+    assert {s.shape for s in smaller.substitutes if not s.is_input} == {(3, 3, 3, 4)}, "the weights keep theirs"
+    assert smaller.digest() != copy.digest()
+    assert smaller_for_timing(copy, 32) is copy, "a batch that fits is timed as it is"
+
+
+def test_a_graph_holding_its_batch_size_in_a_constant_is_timed_at_its_own_batch():
+    from slim_mp.graph_pass.placement.region_copy import smaller_for_timing
+
+    graph, loss = _batched_net(32, reshape_to_batch=True, constant_images=False)
+    with graph.as_default():
+        copy = copy_region(select_region(loss), [loss])
+    # reshape(net, [32, -1]) of 8 images makes 32 rows of a quarter of the features: the labels (8) no longer fit.
+    assert smaller_for_timing(copy, 8) is copy

@@ -199,3 +199,24 @@ def test_an_inference_placement_says_it_timed_forward_steps(tmp_path):
     assert report.placement.timed_step == "forward"
     assert report.placement.float32_ops["conv0"].endswith("(forward of this op alone)")
     assert "timed: forward steps" in report.summary()
+
+
+def test_the_shortlist_gives_only_the_best_estimate_its_tail_twin(tmp_path):
+    from slim_mp.graph_pass.placement import PlacementOptions
+    from slim_mp.graph_pass.placement.candidate import Candidate
+    from slim_mp.graph_pass.placement.search import shortlist
+
+    class PaintsTailApart:
+        """An estimate under which every tail twin paints differently from its candidate."""
+
+        def painted(self, candidate):
+            return 0.0, frozenset({"tail"}) if candidate.tail_low else frozenset()
+
+        def __call__(self, candidate):
+            return 1.0
+
+    estimates = [((), 10.0), (("a",), 11.0), (("b",), 12.0), (("c",), 12.5), (("d",), 30.0)]
+    close = [Candidate(frozenset(names), estimated_ms=ms) for names, ms in estimates]
+    listed = shortlist(close, PaintsTailApart(), PlacementOptions(verify_window=0.35, max_timed_candidates=4))
+    assert [(sorted(c.float32_ops), c.tail_low) for c in listed] == [([], False), ([], True), (["a"], False),
+                                                                     (["b"], False)]

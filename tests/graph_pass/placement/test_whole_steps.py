@@ -68,12 +68,12 @@ def test_time_candidate_steps_returns_one_time_per_candidate():
     pool = StepPool(copy, CONFIG, MeasuringTarget())
     candidates = [Candidate(frozenset()), Candidate(allow_names(copy)), Candidate(frozenset(), tail_low=True)]
     try:
-        times = whole_steps.time_candidate_steps(pool, candidates, PlacementOptions(), runs=3)
+        times = whole_steps.time_candidate_steps(pool, candidates, PlacementOptions(), whole_steps.StepRounds(3))
         assert len(times) == 3 and all(t is not None and t.ms > 0 and t.noise >= 0 for t in times)
         assert times[0].noise == 0.0, "the reference step has no noise against itself"
         static_step = pool.step(candidates[0])
         assert static_step.run is not None, "warmed up, through the callable the timing runs"
-        whole_steps.time_candidate_steps(pool, candidates[:1], PlacementOptions(), runs=3)
+        whole_steps.time_candidate_steps(pool, candidates[:1], PlacementOptions(), whole_steps.StepRounds(3))
         assert pool.step(Candidate(frozenset(), found_as=("another label",))) is static_step, "built once"
         pool.keep_only(candidates[:1])
         assert pool.step(candidates[1]) is not None and not static_step.session._closed
@@ -164,7 +164,8 @@ def test_a_step_built_ahead_is_not_built_again_and_is_done_before_any_round(monk
         pool.build_ahead([float32])
         pool.wait_idle()
         assert built == [float32], "built in the background, and done once wait_idle returns"
-        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset()), float32], PlacementOptions(), runs=3)
+        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset()), float32], PlacementOptions(),
+                                                 whole_steps.StepRounds(3))
         assert all(t is not None for t in times)
         assert built == [float32, Candidate(frozenset())], "the one built ahead was not built again"
     finally:
@@ -210,9 +211,17 @@ def test_no_round_is_timed_while_a_step_opened_ahead_of_its_batch_still_opens(mo
     pool = StepPool(copy, CONFIG, MeasuringTarget())
     try:
         pool.start([Candidate(allow_names(copy))])
-        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset())], PlacementOptions(), runs=2)
+        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset())], PlacementOptions(),
+                                                 whole_steps.StepRounds(2))
         assert times[0] is not None
         assert events.count("opened") == 2 and events.index("round") > max(
             i for i, kind in enumerate(events) if kind == "opened"), events
     finally:
         pool.close()
+
+
+def test_the_searchs_rounds_may_settle_from_the_third_the_checks_not_before_settle_step_runs():
+    options = PlacementOptions(noise=NoiseRule(floor=0.01, settle_factor=2.0), settle_step_runs=7)
+    apart = [[6.0] * 3, [10.0] * 3]
+    assert whole_steps.until_settled(options, reference=1)(apart) == [0, 1], "the check: not before round 7"
+    assert whole_steps.until_settled(options, reference=1, min_rounds=3)(apart) == [], "the search: from round 3"
