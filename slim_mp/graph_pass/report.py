@@ -105,7 +105,7 @@ def _placement_line(plan: PlacementPlan, precision: str) -> str:
     """One line on the measured placement: ops kept float32, estimated step, where the decision came from."""
     if not plan.timed:
         return f"  placement: {plan.source}"
-    line = (f"  placement: measured ({plan.source}; timed: {plan.timed_step} steps), {len(plan.float32_ops)} allow "
+    line = (f"  placement: measured ({plan.source}; timed: {plan.timed_step} steps), {len(plan.float32_ops)} timed "
             f"ops kept float32 as slower in {precision} on this device, {len(plan.low_ops)} measured faster")
     if plan.gradient_kernels:
         kernels = collections.Counter(k for by_role in plan.gradient_kernels.values() for k in by_role.values())

@@ -12,7 +12,7 @@ UNDECIDED = "placement candidate"
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    """A placement: the allow ops (by name) kept float32, and whether the tail after the last one stays low.
+    """A placement: the timed ops (by name) kept float32, and whether the tail after the last allow op stays low.
 
     Two candidates are equal when they paint the same (``float32_ops``, ``tail_low``); the other fields
     say what is known about it: ``found_as``, how the search found it; ``reasons``, per demoted op,
@@ -54,7 +54,7 @@ def all_float32_candidate(timed_ops: Iterable[str]) -> Candidate:
 
 
 def lowered_ops(candidate: Candidate, timed_ops: Iterable[str]) -> FrozenSet[str]:
-    """The timed allow ops (names) ``candidate`` runs low; empty: it lowers nothing (it is all float32)."""
+    """The timed ops (names) ``candidate`` runs low; empty: it lowers nothing (it is all float32)."""
     return frozenset(timed_ops) - candidate.float32_ops
 
 

@@ -21,14 +21,14 @@ from slim_mp.graph_pass.placement.timing_cache import TimingCache
 class SearchContext:
     """One decision's inputs.
 
-    ``config``: the painting the placement refines; ``options``: its tuning; ``cache``: where op and
-    step timings are stored; ``estimate``: the per-op estimate (with ``low_precision_margin``), its
-    ``timings`` the timed allow ops; ``copy``: the region's standalone copy for whole steps, None
-    when none is timed, ``why_not_copied`` then saying why (empty when steps are simply not asked
-    for); ``all_float32``: the all-float32 candidate as the search found it (with its labels);
-    ``steps``: the copy's built steps (``StepPool``), None without a copy. ``machine_noise``: the
-    noise of the op pairs micro-benchmarked for this decision (``noise.pooled_noise``), None when
-    none was timed now (cached timings say nothing of this machine's noise at this moment).
+    ``config``: the painting the placement refines; ``options``: its tuning; ``cache``: where op and step
+    timings are stored; ``estimate``: the per-op estimate (with ``low_precision_margin``), its ``timings`` the
+    timed ops (the allow ops and those that follow them low); ``copy``: the region's standalone copy for whole
+    steps, None when none is timed, ``why_not_copied`` then saying why (empty when steps are simply not asked
+    for); ``all_float32``: the all-float32 candidate as the search found it (with its labels); ``steps``: the
+    copy's built steps (``StepPool``), None without a copy. ``machine_noise``: the noise of the op pairs
+    micro-benchmarked for this decision (``noise.pooled_noise``), None when none was timed now (cached timings
+    say nothing of this machine's noise at this moment).
     """
 
     config: PaintConfig
@@ -47,5 +47,5 @@ class SearchContext:
         return self.config.precision.name
 
     def lowered(self, candidate: Candidate) -> FrozenSet[str]:
-        """The timed allow ops ``candidate`` runs low (``candidate.lowered_ops``)."""
+        """The timed ops ``candidate`` runs low (``candidate.lowered_ops``)."""
         return lowered_ops(candidate, self.estimate.timings)

@@ -1,9 +1,11 @@
-"""The per-op estimate of a step: the allow ops' measured times as painted, plus the casts painting implies.
+"""The per-op estimate of a step: the timed ops' measured times as painted, plus the casts painting implies.
 
-For a placement the painting rules run as usual; the estimate is the allow ops' times (low or
-float32 as painted, low ones charged ``margin`` more: ``OpTiming.charged_low_ms``) plus
+The timed ops are the allow ops and the ops that follow them low (element-wise ops, batch norm,
+pooling). For a placement the painting rules run as usual; the estimate is the timed ops' times
+(low or float32 as painted, low ones charged ``margin`` more: ``OpTiming.charged_low_ms``) plus
 the casts that painting implies (``planned_conversions``), a cast costing ``a + b * elements``
-(fitted from two timed sizes).
+(fitted from two timed sizes). The connected low regions and, inside them, the follower islands
+are the units the search flips together (``low_regions``, ``follower_islands``).
 """
 
 import dataclasses
@@ -60,6 +62,13 @@ class Estimator:
                  margin: float):
         self.region, self.config, self.timings, self.casts, self.margin = region, config, timings, casts, margin
         self._memo: Dict[Candidate, Tuple[float, FrozenSet[str]]] = {}
+        self.allow_ops = frozenset(op.name for op in region.ops
+                                   if op.name in timings and config.classes.class_of(op.type) == "allow")
+
+    def allow_timings(self) -> Dict[str, OpTiming]:
+        """The timings of the allow ops alone: the only ops the per-op rule demotes one by one (the ops that follow
+        them move as whole islands, ``follower_islands``: one alone in float32 would cost a cast on each side)."""
+        return {name: timing for name, timing in self.timings.items() if name in self.allow_ops}
 
     @property
     def training(self) -> bool:
@@ -90,10 +99,10 @@ class Estimator:
         return self._memo[key]
 
 
-def low_regions(region: Region, low_names: Set[str], allow: Set[str]) -> List[FrozenSet[str]]:
-    """The allow ops (names) of each connected region of low ops (connected through data edges between low ops)."""
-    low = [op for op in region.ops if op.name in low_names]
-    parent = {op: op for op in low}
+def _connected(region: Region, names: Set[str]) -> List[FrozenSet[str]]:
+    """The connected groups of ``names`` (through data edges between two ops of ``names``), in a stable order."""
+    ops = [op for op in region.ops if op.name in names]
+    parent = {op: op for op in ops}
 
     def root(op):
         while parent[op] is not op:
@@ -101,12 +110,23 @@ def low_regions(region: Region, low_names: Set[str], allow: Set[str]) -> List[Fr
             op = parent[op]
         return op
 
-    for op in low:
+    for op in ops:
         for tensor in op.inputs:
             if tensor.op in parent:
                 parent[root(tensor.op)] = root(op)
-    regions: Dict[tf.Operation, Set[str]] = {}
-    for op in low:
-        if op.name in allow:
-            regions.setdefault(root(op), set()).add(op.name)
-    return [frozenset(regions[key]) for key in sorted(regions, key=lambda r: min(regions[r]))]
+    groups: Dict[tf.Operation, Set[str]] = {}
+    for op in ops:
+        groups.setdefault(root(op), set()).add(op.name)
+    return [frozenset(groups[key]) for key in sorted(groups, key=lambda r: min(groups[r]))]
+
+
+def low_regions(region: Region, low_names: Set[str], timed: Set[str]) -> List[FrozenSet[str]]:
+    """The timed ops (names) of each connected region of low ops (connected through data edges between low ops)."""
+    return [group & timed for group in _connected(region, low_names) if group & timed]
+
+
+def follower_islands(region: Region, followers: Set[str], timed: Set[str]) -> List[FrozenSet[str]]:
+    """The timed ops (names) of each connected group of low ops that follow the allow ops (``followers``: a
+    residual add and the Relu after it, a batch norm and its activation): the units the search may keep float32
+    inside a low region, their casts counted by the estimate."""
+    return [group & timed for group in _connected(region, followers) if group & timed]

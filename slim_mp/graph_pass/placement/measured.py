@@ -3,7 +3,8 @@
 1. Pinned: if ``options.decisions_file`` holds a plan for this precision and graph, return it (a
    worker that may not write waits ``wait_seconds`` for the chief's file, then measures itself, with a
    warning). Else decide (2-6) and, when ``write_decisions``, pin the plan there (``decisions``).
-2. Timings: the allow ops the static painting makes low get signatures (``signatures``); their
+2. Timings: the allow ops the static painting makes low, and the ops that follow them low (element-wise
+   ops, batch norm, pooling), get signatures (``signatures``); their
    float32 and low milliseconds come from a fixed timings file (``options.fixed_timings()``), else
    the timing cache, else micro-benchmarks now, which are cached (``timing_cache``); two cast sizes
    fit the cast cost model. Estimate a placement by painting with it (``estimate``).
@@ -44,7 +45,7 @@ from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.decisions import check_decisions_fit, wait_for_decisions, write_decisions
 from slim_mp.graph_pass.gradient_kernels import gradient_roles
-from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, low_regions, step_words
+from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, follower_islands, low_regions, step_words
 from slim_mp.graph_pass.placement.kernel_choice import KernelChoice, choose_kernels
 from slim_mp.graph_pass.placement.noise import pooled_noise
 from slim_mp.graph_pass.placement.options import Placement, PlacementOptions
@@ -60,7 +61,7 @@ from slim_mp.graph_pass.region import Region
 
 def measured_placement(region: Region, config: PaintConfig, options: Optional[PlacementOptions] = None,
                        objectives: Sequence[tf.Tensor] = ()) -> PlacementPlan:
-    """Decide which allow ops of ``region`` stay float32 on this device (step 1 above; 2-6 in ``_decided``).
+    """Decide which timed ops of ``region`` stay float32 on this device (step 1 above; 2-6 in ``_decided``).
 
     Args:
       region: the ops the pass rewrites.
@@ -95,11 +96,18 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
     return plan
 
 
-def _allow_signatures(region: Region, config: PaintConfig) -> Dict[str, OpSignature]:
-    """The signatures of the allow ops the static painting makes low, by op name."""
+# The classes of the ops that follow the allow ops low (element-wise ops, batch norm, pooling), whose low
+# kernels may be slower than float32's (Eigen's bfloat16 Relu on a CPU): timed with ``time_followers``.
+FOLLOWER_CLASSES = ("infer", "clear")
+
+
+def _timed_signatures(region: Region, config: PaintConfig, followers: bool) -> Dict[str, OpSignature]:
+    """The signatures of the allow ops the static painting makes low (and of the ops that follow them low, with
+    ``followers``), by op name."""
     decisions = paint(region, config)
-    allow = [op for op, d in decisions.items() if d.op_class == "allow" and d.colour == LOW]
-    signatures = {op.name: op_signature(op) for op in allow}
+    classes = ("allow",) + (FOLLOWER_CLASSES if followers else ())
+    timed = [op for op, d in decisions.items() if d.op_class in classes and d.colour == LOW]
+    signatures = {op.name: op_signature(op) for op in timed}
     return {name: s for name, s in signatures.items() if s is not None}
 
 
@@ -116,7 +124,7 @@ def _check_likely(config: PaintConfig, options: PlacementOptions) -> bool:
 def _op_timings(region: Region, config: PaintConfig, signatures: Dict[str, OpSignature], cache: TimingCache,
                 options: PlacementOptions, before_rounds: Optional[Callable[[], object]]
                 ) -> Tuple[Estimator, Dict[str, KernelChoice], int, int, Optional[float]]:
-    """Step 2: the estimator over the allow ops' timings (by name; each op's low time with its best gradient
+    """Step 2: the estimator over the timed ops' timings (by name; each op's low time with its best gradient
     kernels, ``kernel_choice``), those kernel choices, how many signatures were measured / cached, and the
     median noise of the op pairs measured now (``SearchContext.machine_noise``)."""
     wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
@@ -134,10 +142,13 @@ def _op_timings(region: Region, config: PaintConfig, signatures: Dict[str, OpSig
 
 def _candidates(region: Region, estimate: Estimator) -> List[Candidate]:
     """Step 3: the candidates by the estimate with the margin and without (``search.find_candidates``)."""
-    static_low = estimate.painted(static_candidate())[1]
-    regions = low_regions(region, set(static_low), set(estimate.timings))
+    static_low = set(estimate.painted(static_candidate())[1])
+    timed = set(estimate.timings)
+    allow = {op.name for op in region.ops if estimate.config.classes.class_of(op.type) == "allow"}
+    islands = follower_islands(region, static_low - allow, timed)
     unmargined = estimate.with_margin(0.0)
-    return find_candidates([unmargined, estimate], regions, estimate.config.precision.name)
+    return find_candidates([unmargined, estimate], low_regions(region, static_low, timed),
+                           estimate.config.precision.name, islands)
 
 
 def _with_steps(context: SearchContext, timed: List[Candidate]) -> List[Candidate]:
@@ -172,7 +183,7 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
     """Steps 2-6: time, search, check, and the plan."""
     started = time.perf_counter()
     cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
-    signatures = _allow_signatures(region, config)
+    signatures = _timed_signatures(region, config, options.time_followers)
     copy, why_not = (copy_for_timing(region, objectives) if options.times_whole_steps() and signatures
                      else (None, ""))
     copy = smaller_for_timing(copy, options.step_max_batch) if copy is not None else None

@@ -65,11 +65,13 @@ class SharedInputs:
 
 
 def _op_inputs(signature: OpSignature, dtype: tf.DType, read: RandomRead) -> Tuple[list, list]:
-    """Flat inputs of the op (variables' reads for data, constants otherwise) and the data tensors."""
+    """Flat inputs of the op (variables' reads for data in ``dtype`` and for side inputs in float32, constants
+    otherwise) and the data tensors."""
     by_index: Dict[int, tf.Tensor] = {index: tf.constant(value, tf.int32) for index, value in signature.constant_inputs}
+    by_index.update({index: read(shape, tf.float32) for index, shape in signature.side_inputs})
     data = []
     shapes = iter(signature.input_shapes)
-    total = len(signature.input_shapes) + len(signature.constant_inputs)
+    total = len(signature.input_shapes) + len(signature.constant_inputs) + len(signature.side_inputs)
     for index in range(total):
         if index not in by_index:
             by_index[index] = read(next(shapes), dtype)

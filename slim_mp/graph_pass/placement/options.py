@@ -95,6 +95,11 @@ class PlacementOptions:
     ``op_max_elements``: a convolution or product whose first input holds more elements is timed on
     part of its batch, its times scaled up (``micro_benchmark.timed_signature``): at 1M elements
     (a ResNet-50 224 px block-1 layer at batch 5), a batch-32 step's ops cost what a batch-8 one's do.
+    ``time_followers``: also time the ops that follow the allow ops low (element-wise ops, batch norm,
+    pooling) and let the search keep islands of them float32 where that pays, casts counted
+    (``estimate.follower_islands``). Off by default: on a 2-core AMX Xeon it kept every island of ResNet-50
+    and MobileNet v1 low (their float32 kernels are faster alone, the casts around them cost more) and
+    added 6.7 s to ResNet-50's cold pass (docs/BENCHMARKS.md).
     ``step_max_batch``: whole steps of a larger batch are timed fed this many examples, when the graph
     builds so (``region_copy.smaller_for_timing``): the check times each step three times or more, and
     a batch-32 ResNet-50 step takes 3 s in float32.
@@ -122,6 +127,7 @@ class PlacementOptions:
     max_step_runs: int = 21
     cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
     op_max_elements: int = 1 << 20
+    time_followers: bool = False
     step_max_batch: int = 8
     settle_step_runs: int = 7
 

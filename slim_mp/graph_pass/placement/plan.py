@@ -14,7 +14,7 @@ from slim_mp.graph_pass.placement.step_check import StepCheck
 
 @dataclasses.dataclass
 class PlacementPlan:
-    """The decision: allow ops kept in float32 (op name -> reason) and what it was based on.
+    """The decision: timed ops kept in float32 (op name -> reason) and what it was based on.
 
     ``source``: ``measured``, ``reused from <decisions file>``, ``fixed timings from <file>`` or, when
     ``timed`` is False, why nothing was timed (the static painting applies). ``candidates``: every

@@ -27,10 +27,22 @@ def per_op_slower(timings: Mapping[Hashable, OpTiming], margin: float) -> Frozen
 
 
 def choose_demoted(estimate: Callable[[FrozenSet[Hashable]], float], timings: Mapping[Hashable, OpTiming],
-                   regions: Sequence[FrozenSet[Hashable]], margin: float) -> FrozenSet[Hashable]:
-    """The set of ops to keep float32 with the lowest estimate: the best start, improved region by region."""
+                   regions: Sequence[FrozenSet[Hashable]], margin: float,
+                   islands: Sequence[FrozenSet[Hashable]] = ()) -> FrozenSet[Hashable]:
+    """The set of ops to keep float32 with the lowest estimate: the best start improved region by region and
+    island by island, and, beside it, nothing kept float32 but the islands that pay float32 (a region flipped
+    whole first would hide them); the better of the two."""
     starts = (frozenset(), per_op_slower(timings, margin), frozenset(timings))
-    best = min(starts, key=lambda candidate: (estimate(candidate), len(candidate)))
+    best_start = min(starts, key=lambda candidate: (estimate(candidate), len(candidate)))
+    results = [_improved(estimate, best_start, list(regions) + list(islands)),
+               _improved(estimate, frozenset(), islands)]
+    return min(results, key=lambda candidate: (estimate(candidate), len(candidate)))
+
+
+def _improved(estimate: Callable[[FrozenSet[Hashable]], float], start: FrozenSet[Hashable],
+              regions: Sequence[FrozenSet[Hashable]]) -> FrozenSet[Hashable]:
+    """``start``, each region flipped (kept float32, or let go low) while that lowers the estimate."""
+    best = start
     improved = True
     while improved:
         improved = False
@@ -60,13 +72,13 @@ def _region_reason(name: str, float32_ops: FrozenSet[str], estimate: Estimator, 
     timing = estimate.timings[name]
     return (f"slower in {precision} on this device: {estimate(Candidate(float32_ops - region)):.3f} ms vs "
             f"{estimate(Candidate(float32_ops)):.3f} ms in float32 for its low region of "
-            f"{len(region)} allow ops, casts included (this op alone {timing.low_ms:.3f} vs "
+            f"{len(region)} timed ops, casts included (this op alone {timing.low_ms:.3f} vs "
             f"{timing.float32_ms:.3f} ms)")
 
 
 def _per_op(estimate: Estimator, precision: str) -> Candidate:
     """The per-op candidate at ``estimate``'s margin, each op with the per-op rule's reason."""
-    names = per_op_slower(estimate.timings, estimate.margin)
+    names = per_op_slower(estimate.allow_timings(), estimate.margin)
     return Candidate(names, found_as=(f"per op (+{estimate.margin:.0%})",), reasons={
         name: per_op_reason(estimate.timings[name], estimate.margin, precision, estimate.training) for name in names})
 
@@ -75,27 +87,30 @@ def _best_of(names: FrozenSet[str], label: str, estimate: Estimator, regions: Se
              precision: str) -> Candidate:
     """The candidate ``names`` as ``choose_demoted`` reached it by ``estimate``: an op it started from as
     slower alone keeps the per-op reason at that margin, one a region flip demoted its region's."""
-    alone = per_op_slower(estimate.timings, estimate.margin)
+    alone = per_op_slower(estimate.allow_timings(), estimate.margin)
     return Candidate(names, found_as=(label,), reasons={
         name: per_op_reason(estimate.timings[name], estimate.margin, precision, estimate.training) if name in alone
         else _region_reason(name, names, estimate, regions, precision) for name in names})
 
 
-def find_candidates(estimators: Sequence[Estimator], regions: Sequence[FrozenSet[str]],
-                    precision: str) -> List[Candidate]:
+def find_candidates(estimators: Sequence[Estimator], regions: Sequence[FrozenSet[str]], precision: str,
+                    islands: Sequence[FrozenSet[str]] = ()) -> List[Candidate]:
     """The placements worth comparing, each with how it was found and why, best estimate first.
 
     Per estimator (each charging its own margin): the per-op candidate and the estimated best. Each
     candidate's reasons are those of the rule and margin that found it; one found by several keeps the
     first rule's (per op before estimated best, the smaller margin first; the all-float32 reference
-    last). The last estimator is the one the candidates are ranked by.
+    last). The last estimator is the one the candidates are ranked by. ``regions``: the connected low
+    regions; ``islands``: the groups of ops that follow the allow ops inside them (``follower_islands``).
     """
     judge = estimators[-1]
-    found = [static_candidate(), _best_of(frozenset(judge.timings), "all float32", judge, regions, precision)]
+    units = list(islands) + list(regions)  # an op's reason names its smallest unit
+    found = [static_candidate(), _best_of(frozenset(judge.timings), "all float32", judge, units, precision)]
     for estimate in estimators:
         found.append(_per_op(estimate, precision))
-        best = choose_demoted(lambda names: estimate(Candidate(names)), estimate.timings, regions, estimate.margin)
-        found.append(_best_of(best, f"estimated best (+{estimate.margin:.0%})", estimate, regions, precision))
+        best = choose_demoted(lambda names: estimate(Candidate(names)), estimate.allow_timings(), regions,
+                              estimate.margin, islands)
+        found.append(_best_of(best, f"estimated best (+{estimate.margin:.0%})", estimate, units, precision))
     labels: Dict[FrozenSet[str], Tuple[str, ...]] = {}
     for candidate in found:
         labels[candidate.float32_ops] = labels.get(candidate.float32_ops, ()) + candidate.found_as

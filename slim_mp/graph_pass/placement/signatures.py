@@ -14,16 +14,20 @@ CAST = "Cast"
 
 @dataclasses.dataclass(frozen=True)
 class OpSignature:
-    """What an op's speed depends on: its type, data-input shapes, constant inputs and attributes."""
+    """What an op's speed depends on: its type, data-input shapes, constant inputs and attributes, and the
+    shapes of the float32 inputs that stay float32 when it goes low (``side_inputs``, by input index: batch
+    norm's scale, offset and statistics)."""
 
     op_type: str
     input_shapes: Tuple[Tuple[int, ...], ...]
     constant_inputs: Tuple[Tuple[int, Tuple[int, ...]], ...] = ()
     attrs: Tuple[Tuple[str, object], ...] = ()
+    side_inputs: Tuple[Tuple[int, Tuple[int, ...]], ...] = ()
 
     def key(self) -> str:
         """A stable text key for the cache."""
-        return json.dumps([self.op_type, self.input_shapes, self.constant_inputs, self.attrs], default=str)
+        fields = [self.op_type, self.input_shapes, self.constant_inputs, self.attrs]
+        return json.dumps(fields + ([self.side_inputs] if self.side_inputs else []), default=str)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,14 +97,16 @@ def _attr_value(value):
 
 
 def op_signature(op: tf.Operation) -> Optional[OpSignature]:
-    """The signature of ``op``, or None when a data shape is not static or a non-data input not constant."""
+    """The signature of ``op``, or None when an input's shape is not static or a non-data input that is not
+    float32 is not constant."""
     ports = op_ports(op)
-    shapes, constants = [], []
+    shapes, constants, side = [], [], []
     for index, (tensor, is_data) in enumerate(zip(op.inputs, ports.data_inputs)):
-        if is_data:
+        if is_data or tensor.dtype == tf.float32:
             if not tensor.shape.is_fully_defined():
                 return None
-            shapes.append(tuple(tensor.shape.as_list()))
+            (shapes if is_data else side).append(tuple(tensor.shape.as_list()) if is_data
+                                                 else (index, tuple(tensor.shape.as_list())))
             continue
         value = tf.get_static_value(tensor)
         if value is None:
@@ -111,7 +117,7 @@ def op_signature(op: tf.Operation) -> Optional[OpSignature]:
         if attr.type in ("type", "list(type)"):
             continue
         attrs.append((attr.name, _attr_value(op.get_attr(attr.name))))
-    return OpSignature(op.type, tuple(shapes), tuple(constants), tuple(sorted(attrs)))
+    return OpSignature(op.type, tuple(shapes), tuple(constants), tuple(sorted(attrs)), tuple(side))
 
 
 def cast_signature(elements: int) -> OpSignature:

@@ -68,7 +68,7 @@ def not_checked(why: str) -> StepCheck:
 
 
 def _low_label(chosen: Candidate, all_float32: Candidate, precision: str) -> str:
-    return f"the chosen {precision} placement with {len(lowered_ops(chosen, all_float32.float32_ops))} allow ops low"
+    return f"the chosen {precision} placement with {len(lowered_ops(chosen, all_float32.float32_ops))} timed ops low"
 
 
 def reused_check(timed: Sequence[Candidate], chosen: Candidate, all_float32: Candidate, precision: str,

@@ -82,9 +82,14 @@ class TimingCache:
         stored = self.get(signature.key())
         return op_timing_from(stored, gradient_roles(signature.op_type)) if stored else None
 
+    def knows(self, signature: OpSignature) -> bool:
+        """Whether ``signature`` was timed here, or found impossible to time (stored as ``[]``)."""
+        stored = self.get(signature.key())
+        return stored == [] or self.op_timing(signature) is not None
+
     def has_op_timings(self, signatures: Iterable[OpSignature]) -> bool:
-        """Whether every one of ``signatures`` has its op timing here (then nothing is micro-benchmarked)."""
-        return all(self.op_timing(s) is not None for s in signatures)
+        """Whether every one of ``signatures`` is known here (then nothing is micro-benchmarked)."""
+        return all(self.knows(s) for s in signatures)
 
     def add(self, timings: Mapping[str, List[float]]) -> None:
         """Store new timings, merged with what other processes wrote meanwhile; one atomic write."""
@@ -145,14 +150,14 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     fixed = options.fixed_timings()
     if fixed:
         return fixed_measure(fixed, precision)(unique, precision), [], 0
-    found = {s: cache.op_timing(s) for s in unique}
-    missing = [s for s, timing in found.items() if timing is None]
-    timings = {s: timing for s, timing in found.items() if timing is not None}
+    missing = [s for s in unique if not cache.knows(s)]
+    timings = {s: timing for s, timing in ((s, cache.op_timing(s)) for s in unique) if timing is not None}
     if missing:
         rounds = PairRounds(options.warmup, options.runs, options.noise.settled, before_rounds,
                             options.op_max_elements)
         measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target, rounds))
         measured = measure(missing, precision)
-        cache.add({s.key(): t.as_numbers() for s, t in measured.items()})
+        # What could not be timed (no kernel here, a shape the op refuses) is remembered too, as [].
+        cache.add({s.key(): measured[s].as_numbers() if s in measured else [] for s in missing})
         timings.update(measured)
     return timings, missing, len(unique) - len(missing)

@@ -179,3 +179,17 @@ def test_scaling_multiplies_every_time_and_keeps_the_noise():
     timing = OpTiming(1.0, 2.0, 0.1, (GradientTiming("input", 0.5, 0.25), GradientTiming("filter", 0.3, 0.6, 0.2)))
     assert _scaled(timing, 4.0) == OpTiming(4.0, 8.0, 0.1, (GradientTiming("input", 2.0, 1.0),
                                                              GradientTiming("filter", 1.2, 2.4, 0.8)))
+
+
+@pytest.mark.executed_ops
+def test_batch_norm_is_timed_low_with_its_scale_offset_and_statistics_kept_float32():
+    graph = tf.Graph()
+    with graph.as_default():
+        inputs = tf.compat.v1.placeholder(tf.float32, [2, 6, 6, 4])
+        scale, offset = tf.compat.v1.get_variable("scale", [4]), tf.compat.v1.get_variable("offset", [4])
+        normalized = tf.compat.v1.nn.fused_batch_norm(inputs, scale, offset, is_training=True)[0]
+    signature = op_signature(normalized.op)
+    assert signature.input_shapes == ((2, 6, 6, 4),)
+    assert [index for index, _ in signature.side_inputs] == [1, 2, 3, 4] and signature.side_inputs[0][1] == (4,)
+    timings = micro_benchmark([signature], tf.bfloat16, MeasuringTarget(), PairRounds(0, 1, None))
+    assert timings[signature].float32_ms > 0 and timings[signature].low_ms > 0

@@ -24,7 +24,7 @@ def test_the_whole_step_check_rejects_a_placement_slower_than_float32(tmp_path):
     assert plan.check.verdict == "float32"
     assert (plan.check.chosen_ms, plan.check.float32_ms, plan.check.static_ms) == (12.0, 10.0, 12.0)
     assert plan.float32_ops["conv1"] == ("kept float32 by the whole-step check: the chosen bfloat16 placement "
-                                         "with 3 allow ops low 12.000 ms vs float32 10.000 ms: 20% slower")
+                                         "with 3 timed ops low 12.000 ms vs float32 10.000 ms: 20% slower")
     assert "whole-step check: float32 (" in report.summary()
     stored = json.load(open(path))
     assert stored["check"]["verdict"] == "float32" and stored["check"]["float32_ms"] == 10.0
@@ -87,7 +87,7 @@ def test_each_verdict_keeps_its_placement_and_its_ops_reasons():
     assert (kept, check.verdict) == (_ALL_FLOAT32, CheckVerdict.FLOAT32)
     assert kept.reasons["fc"] == "slower alone", "an op the chosen placement kept float32 keeps its reason"
     assert kept.reasons["conv"].startswith("kept float32 by the whole-step check: the chosen bfloat16 placement "
-                                           "with 1 allow ops low 10.500 ms")
+                                           "with 1 timed ops low 10.500 ms")
 
 
 def test_a_chosen_step_that_did_not_run_leaves_the_choice_unchecked():

@@ -24,6 +24,15 @@ def test_cache_hit_measures_nothing(tmp_path):
     assert report.placement.cached_signatures == 3 and report.placement.measured_signatures == 0
 
 
+def test_a_signature_that_could_not_be_timed_is_remembered_and_not_asked_for_again(tmp_path):
+    # The ops that follow the convolution low (Relu, Square, Mean) are timed too; the fake cannot time them.
+    measure = FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)})
+    measured_rewrite(conv_chain()[1], tmp_path, measure, time_followers=True)
+    assert {s.op_type for s in measure.asked} == {"Conv2D", "Cast", "Relu", "Square", "Mean"}
+    report = measured_rewrite(conv_chain()[1], tmp_path, refuse, time_followers=True)
+    assert report.placement.cached_signatures == 6 and report.placement.measured_signatures == 0
+
+
 def test_cache_is_keyed_by_device_and_tensorflow_version(tmp_path, monkeypatch):
     measured_rewrite(conv_chain()[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)}))
     other = target.detect_device().__class__("CPU", "another CPU model")
