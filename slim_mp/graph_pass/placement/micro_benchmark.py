@@ -25,7 +25,7 @@ from tensorflow.python.framework import ops as framework_ops
 from slim_mp.graph_pass.gradient_kernels import GradientKernel, gradient_roles, kernels_for, matmul_filter_gradient
 from slim_mp.graph_pass.placement.signatures import CAST, GradientTiming, OpSignature, OpTiming
 from slim_mp.graph_pass.placement.target import MeasuringTarget
-from slim_mp.graph_pass.placement.timing_graphs import (first_values, random_variable, variable_of,
+from slim_mp.graph_pass.placement.timing_graphs import (first_value, first_values, random_variable, variable_of,
                                                         variables_initializer)
 from slim_mp.timing import StillOpen, interleaved_ms, relative_noise, timed_against
 
@@ -123,15 +123,14 @@ def _piece_targets(signature: OpSignature, dtype: tf.DType, read: RandomRead, wi
     output = _build_op(signature, flat_inputs)
     upstream = read(output.shape.as_list(), dtype)
     gradients = framework_ops.get_gradient_function(output.op)(output.op, upstream)
-    targets = {"forward": first_values([output])}
+    targets = {"forward": first_value(output)}
     alternatives = {}
     attrs = dict(signature.attrs)
     for role, gradient in zip(gradient_roles(signature.op_type), gradients):
-        targets[role] = first_values([gradient])
+        targets[role] = first_value(gradient)
         if with_matmul and GradientKernel.MATMUL in kernels_for(signature.op_type, role, attrs,
                                                                 signature.input_shapes):
-            alternatives[f"{role}/{GradientKernel.MATMUL}"] = first_values(
-                [matmul_filter_gradient(output.op, upstream)])
+            alternatives[f"{role}/{GradientKernel.MATMUL}"] = first_value(matmul_filter_gradient(output.op, upstream))
     return {**targets, **alternatives}
 
 

@@ -35,6 +35,8 @@ from slim_mp.graph_pass.region import Region
 _KEPT_SOURCE_TYPES = frozenset({"Const", "PlaceholderWithDefault"})
 # A constant with at least this many elements is data (a benchmark's fixed batch), not a parameter: a substitute.
 _DATA_CONSTANT_ELEMENTS = 1 << 14
+# The most dimensions a shape vector has (an integer constant this long or shorter may be one).
+_MAX_SHAPE_RANK = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,11 +71,28 @@ class RegionCopy:
         return batch if all(s.shape[0] == batch for s in inputs) else None
 
     def at_batch(self, examples: int) -> "RegionCopy":
-        """This copy fed ``examples`` of each input's ``batch()`` (inputs of that first dimension cut down)."""
+        """This copy fed ``examples`` of its ``batch()``: the inputs of that first dimension cut down, as are the
+        small constants of that first dimension (a benchmark's fixed labels, then random like the inputs) and
+        the shape vectors that start with the batch size (the ``[batch, ...]`` TensorFlow folds into constants
+        for ``ones_like``, a ``reshape(x, [batch, -1])``)."""
         batch = self.batch()
-        substitutes = tuple(dataclasses.replace(s, shape=(examples,) + s.shape[1:])
-                            if s.is_input and s.shape and s.shape[0] == batch else s for s in self.substitutes)
-        return dataclasses.replace(self, substitutes=substitutes, full_batch=batch)
+        substitutes = [dataclasses.replace(s, shape=(examples,) + s.shape[1:])
+                       if s.is_input and s.shape and s.shape[0] == batch else s for s in self.substitutes]
+        graph_def = graph_pb2.GraphDef()
+        graph_def.CopyFrom(self.graph_def)
+        for node in graph_def.node:
+            if node.op != "Const":
+                continue
+            value = tf.make_ndarray(node.attr["value"].tensor)
+            if value.ndim >= 1 and value.shape[0] == batch:
+                dtype = tf.as_dtype(node.attr["dtype"].type)
+                substitutes.append(Substitute(f"{node.name}:0", (examples,) + value.shape[1:], dtype, False, True))
+            elif value.ndim == 1 and 0 < value.size <= _MAX_SHAPE_RANK and value.dtype.kind == "i" \
+                    and value[0] == batch:
+                value = value.copy()
+                value[0] = examples
+                node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+        return dataclasses.replace(self, graph_def=graph_def, substitutes=tuple(substitutes), full_batch=batch)
 
     def digest(self) -> str:
         """A stable key of the copy (ops, attributes, shapes, substitutes) for the timing cache."""
@@ -163,8 +182,7 @@ def copy_region(region: Region, objectives: Sequence[tf.Tensor]) -> RegionCopy:
 
 def smaller_for_timing(copy: RegionCopy, max_batch: int) -> RegionCopy:
     """``copy`` fed at most ``max_batch`` examples (``at_batch``) when its batch is larger and its graph builds
-    so (shape inference finds no constant holding the batch size, as a ``reshape(x, [batch, -1])`` would);
-    else ``copy`` itself."""
+    so (shape inference finds every shape consistent); else ``copy`` itself."""
     batch = copy.batch()
     if batch is None or batch <= max_batch:
         return copy

@@ -17,6 +17,8 @@ _INITIALIZERS = "slim_mp_placement_initializers"
 _RANDOM_BLOCK = "slim_mp_placement_random_block"
 # Elements of that block: a prime, so its repeats line up with no tensor dimension.
 RANDOM_BLOCK_SIZE = 4099
+# The graph collections (one per rank) of the begin and size constants ``first_value`` shares.
+_FIRST_VALUE_BOUNDS = "slim_mp_placement_first_value_bounds"
 
 
 def _random_block() -> tf.Tensor:
@@ -108,6 +110,21 @@ def load_variables(session: tf.compat.v1.Session, values: Mapping[tf.Tensor, obj
     by_handle = {read.op.inputs[0].op: value for read, value in values.items()}
     assigns = [op for op in session.graph.get_collection(_INITIALIZERS) if op.inputs[0].op in by_handle]
     session.run(assigns, {op.inputs[1]: by_handle[op.inputs[0].op] for op in assigns})
+
+
+def first_value(tensor: tf.Tensor) -> tf.Tensor:
+    """One element of ``tensor``, in its own type and rank: a fetch that needs it computed in full, one op (the
+    slice's begin and size constants are shared per rank). Why one op: a micro-benchmark graph fetches every
+    part of every signature alone, thousands of ops to build in Python per cold pass."""
+    graph = tf.compat.v1.get_default_graph()
+    key = f"{_FIRST_VALUE_BOUNDS}_{tensor.shape.rank}"
+    bounds = graph.get_collection(key)
+    if not bounds:
+        rank = tensor.shape.rank
+        bounds = [tf.constant([0] * rank, tf.int32), tf.constant([1] * rank, tf.int32)]
+        for bound in bounds:
+            graph.add_to_collection(key, bound)
+    return tf.raw_ops.Slice(input=tensor, begin=bounds[0], size=bounds[1])
 
 
 def first_values(tensors: Sequence[tf.Tensor]) -> tf.Tensor:

@@ -98,11 +98,27 @@ def test_a_large_batch_is_timed_on_fewer_examples_when_the_graph_builds_so(const
     assert smaller_for_timing(copy, 32) is copy, "a batch that fits is timed as it is"
 
 
-def test_a_graph_holding_its_batch_size_in_a_constant_is_timed_at_its_own_batch():
+def test_shape_constants_that_start_with_the_batch_are_cut_down_with_it():
     from slim_mp.graph_pass.placement.region_copy import smaller_for_timing
 
-    graph, loss = _batched_net(32, reshape_to_batch=True, constant_images=False)
+    graph, loss = _batched_net(32, reshape_to_batch=True, constant_images=True)
     with graph.as_default():
         copy = copy_region(select_region(loss), [loss])
-    # reshape(net, [32, -1]) of 8 images makes 32 rows of a quarter of the features: the labels (8) no longer fit.
-    assert smaller_for_timing(copy, 8) is copy
+    smaller = smaller_for_timing(copy, 8)
+    assert smaller.full_batch == 32
+    shapes = {node.name: list(tf.make_ndarray(node.attr["value"].tensor)) for node in smaller.graph_def.node
+              if node.op == "Const" and node.name.endswith("Reshape/shape")}
+    assert list(shapes.values()) == [[8, -1]]
+
+
+def test_a_graph_that_needs_its_batch_elsewhere_is_timed_at_its_own_batch():
+    from slim_mp.graph_pass.placement.region_copy import smaller_for_timing
+
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [32, 8, 8, 3])
+        per_example = tf.compat.v1.get_variable("per_example", [32, 1, 1, 1])  # a weight for each of 32 examples
+        net = tf.nn.conv2d(images * per_example, tf.compat.v1.get_variable("w", [3, 3, 3, 4]), 1, "SAME")
+        loss = tf.reduce_mean(net)
+        copy = copy_region(select_region(loss), [loss])
+    assert copy.batch() == 32 and smaller_for_timing(copy, 8) is copy
