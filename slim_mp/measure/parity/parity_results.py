@@ -6,7 +6,8 @@ Plain values the runner fills and the report and plot read.
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
-from slim_mp.measure.parity.parity_config import ParityConfig
+from slim_mp.measure.parity.parity_config import CONTROL_ARM, ParityConfig
+from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION
 
 
 @dataclasses.dataclass
@@ -42,14 +43,16 @@ class StepLog:
 
 @dataclasses.dataclass(frozen=True)
 class RunRecord:
-    """One trained and evaluated run: its precision and seed, end results, and per-step curves.
+    """One trained and evaluated run: its arm and seed, end results, and per-step curves.
 
+    ``arm``: the precision it trained in, or ``CONTROL_ARM`` (float32 from perturbed initial weights).
     ``low_allow_ops`` of ``allow_ops``: the conv/matmul-class (allow list) ops the graph pass ran
     low in a mixed-precision run, from its rewrite report (None for float32), so a reader sees
     whether the comparison lowered anything (a measured placement may keep them all float32).
+    ``train_seconds``: the wall time of its training (graph build and steps; evaluation excluded).
     """
 
-    precision: str
+    arm: str
     seed: int
     final_loss: float
     accuracy: float
@@ -59,6 +62,12 @@ class RunRecord:
     curves: StepLog
     low_allow_ops: Optional[int] = None
     allow_ops: Optional[int] = None
+    train_seconds: Optional[float] = None
+
+    @property
+    def precision(self) -> str:
+        """The precision the run trained in (float32 for the control)."""
+        return REFERENCE_PRECISION if self.arm == CONTROL_ARM else self.arm
 
     @property
     def skipped_steps(self) -> int:
@@ -74,6 +83,6 @@ class ParityResult:
     eval_split: str
     runs: List[RunRecord]
 
-    def runs_of(self, precision: str) -> List[RunRecord]:
-        """The runs of one precision, in seed order."""
-        return [run for run in self.runs if run.precision == precision]
+    def runs_of(self, arm: str) -> List[RunRecord]:
+        """The runs of one arm (a precision, or the control), in seed order."""
+        return [run for run in self.runs if run.arm == arm]
