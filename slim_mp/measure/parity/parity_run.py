@@ -10,7 +10,6 @@ step's loss, loss scale and skipped-step count is recorded through the training 
 """
 
 import os
-import time
 from typing import Dict
 
 import numpy as np
@@ -22,10 +21,11 @@ from slim_mp.devices import device_type, emulation_warning
 from slim_mp.measure.parity.parity_config import (CONTROL_ARM, CONTROL_PERTURBATION, ParityConfig,
                                                   check_parity_config, seed_dir)
 from slim_mp.measure.parity.parity_results import ParityResult, RunRecord, StepLog
-from slim_mp.measure.parity.run_configs import (PrintLine, evaluate_run, lowered_allow_ops, run_train_config,
-                                                write_initial_checkpoint)
+from slim_mp.measure.parity.run_configs import (MS_PER_SECOND, PrintLine, evaluate_run, lowered_allow_ops,
+                                                run_train_config, write_initial_checkpoint)
 from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION
 from slim_mp.training import train
+from slim_mp.timing import run_ms
 from slim_mp.training.scaled_checkpoint import write_scaled_checkpoint
 
 # The control's perturbation is drawn with numpy seed CONTROL_SEED_OFFSET + seed.
@@ -53,13 +53,13 @@ def train_and_evaluate(config: ParityConfig, train_set: DatasetSpec, split_name:
     precision = REFERENCE_PRECISION if arm == CONTROL_ARM else arm
     train_dir = os.path.join(seed_dir(config, seed), arm)
     curves = StepLog()
-    started = time.perf_counter()
-    result = train(
+    trained = {}
+    train_ms = run_ms(lambda: trained.update(result=train(
         run_train_config(config, train_set, seed, precision, train_dir, config.steps, initial_checkpoint),
         print_line=lambda line: print_line(f"  {arm} seed {seed}: {line}"),
         on_step=curves.record,
-    )
-    train_seconds = time.perf_counter() - started
+    )))
+    result = trained["result"]
     metrics = evaluate_run(config, result.checkpoint, os.path.join(train_dir, "eval"), split_name, precision,
                            print_line=lambda line: print_line(f"  {arm} seed {seed} eval: {line}"))
     low, seen = (None, None) if precision == REFERENCE_PRECISION else lowered_allow_ops(result.rewrite_reports)
@@ -74,7 +74,7 @@ def train_and_evaluate(config: ParityConfig, train_set: DatasetSpec, split_name:
         curves=curves,
         low_allow_ops=low,
         allow_ops=seen,
-        train_seconds=train_seconds,
+        train_seconds=train_ms / MS_PER_SECOND,
     )
 
 

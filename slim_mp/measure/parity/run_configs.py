@@ -18,6 +18,7 @@ END_LEARNING_RATE_FRACTION = 0.01
 MOMENTUM = 0.9
 EVAL_BATCH_SIZE = 100
 PREPROCESSING_THREADS = 2
+MS_PER_SECOND = 1000.0  # slim_mp.timing measures milliseconds; runs are reported in seconds
 
 PrintLine = Callable[[str], None]
 

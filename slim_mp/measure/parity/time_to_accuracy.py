@@ -2,7 +2,8 @@
 
 Both precisions start from one float32 checkpoint and read the same batches (one seed). Each has
 its own graph and session in this process; they take turns of ``--chunk_steps`` steps, so both run
-on the same machine in the same state (a job starting beside them slows both alike). A lane's clock
+on the same machine in the same state (a job starting beside them slows both alike), each going
+first every other turn (``slim_mp.timing``'s ``RoundOrder.ALTERNATE``). A lane's clock
 counts only its own train steps: the graph build (with the measured placement's timing, reported
 apart), checkpoint saves and evaluations stop it. Every ``--eval_every_n_steps`` steps each lane
 saves and is evaluated on the held-out split, giving top-1 against the lane's train seconds.
@@ -10,8 +11,8 @@ saves and is evaluated on the held-out split, giving top-1 against the lane's tr
 
 import dataclasses
 import glob
+import itertools
 import os
-import time
 from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
@@ -19,8 +20,9 @@ import tensorflow as tf
 from slim_mp.config_fields import option
 from slim_mp.datasets import DatasetSpec
 from slim_mp.devices import detect_device
-from slim_mp.measure.parity.run_configs import (PrintLine, evaluate_run, lowered_allow_ops, run_train_config,
-                                                write_initial_checkpoint)
+from slim_mp.timing import RoundOrder, run_ms
+from slim_mp.measure.parity.run_configs import (MS_PER_SECOND, PrintLine, evaluate_run, lowered_allow_ops,
+                                                run_train_config, write_initial_checkpoint)
 from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION, RunSettings, check_positive, check_run_settings
 from slim_mp.training import build_train_graph, prepare_output_dir
 from slim_mp.training.session_start import TrainingSession, start_session
@@ -90,11 +92,14 @@ class _Lane:
 
     def run_steps(self, count: int) -> None:
         """Run ``count`` train steps on the lane's clock."""
-        started = time.perf_counter()
-        for _ in range(count):
-            values = self.started.session.run(self.built.progress)
-        self.train_seconds += time.perf_counter() - started
-        self.step = int(values["step"])
+        last = {}
+
+        def steps() -> None:
+            for _ in range(count):
+                last.update(self.started.session.run(self.built.progress))
+
+        self.train_seconds += run_ms(steps) / MS_PER_SECOND
+        self.step = int(last["step"])
 
     def save(self) -> str:
         """Save the weights at the current step (off the clock); return the checkpoint."""
@@ -132,8 +137,9 @@ def _start_lane(config: TimeToAccuracyConfig, train_set: DatasetSpec, precision:
     train_dir = os.path.join(config.output_dir, precision)
     prepare_output_dir(train_dir, "--output_dir")
     train_config = run_train_config(config, train_set, config.seed, precision, train_dir, config.steps, initial)
-    started_at = time.perf_counter()
-    built = build_train_graph(train_config, cluster_layout(train_config))
+    built_at = {}
+    build_ms = run_ms(lambda: built_at.update(graph=build_train_graph(train_config, cluster_layout(train_config))))
+    built = built_at["graph"]
     with built.graph.as_default():
 
         def initialise(session: tf1.Session) -> None:
@@ -143,7 +149,7 @@ def _start_lane(config: TimeToAccuracyConfig, train_set: DatasetSpec, precision:
         started = start_session(built.session_ops, True, "", None, initialise)
     if built.input_feed is not None:
         built.input_feed.initialize(started.session)
-    return _Lane(precision, train_dir, built, started, time.perf_counter() - started_at)
+    return _Lane(precision, train_dir, built, started, build_ms / MS_PER_SECOND)
 
 
 def _evaluate(config: TimeToAccuracyConfig, lane: _Lane, split_name: str, print_line: PrintLine) -> None:
@@ -168,9 +174,11 @@ def run_time_to_accuracy(config: TimeToAccuracyConfig, print_line: PrintLine = p
         for precision in config.precisions:
             lanes.append(_start_lane(config, train_set, precision, initial))
             print_line(f"{precision}: graph built in {lanes[-1].build_seconds:.1f} s")
-        while lanes[0].step < config.steps:
-            for lane in lanes:
-                lane.run_steps(min(config.chunk_steps, config.steps - lane.step))
+        for turn in itertools.count():
+            if lanes[0].step >= config.steps:
+                break
+            for index in RoundOrder.ALTERNATE.arrange(range(len(lanes)), turn):  # each goes first every other turn
+                lanes[index].run_steps(min(config.chunk_steps, config.steps - lanes[index].step))
             if lanes[0].step % config.eval_every_n_steps == 0 or lanes[0].step == config.steps:
                 for lane in lanes:
                     _evaluate(config, lane, split_name, print_line)
