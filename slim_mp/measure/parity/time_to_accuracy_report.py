@@ -96,7 +96,8 @@ def plot_time_to_accuracy(result: TimeToAccuracyResult, output_dir: str) -> str:
     axes.set_xlabel("train seconds (each precision's own steps)")
     axes.set_ylabel(f"top-1 on {result.eval_split} (%)")
     axes.set_title(f"{result.config.model_name}, {result.config.image_size or 'default'} px: time to float32's "
-                   f"accuracy ({result.device})", fontsize=9)
+                   f"accuracy\n{result.device}", fontsize=9)
+    axes.set_xlim(left=0)
     axes.legend()
     path = os.path.join(output_dir, PLOT_FILENAME)
     figure.savefig(path, dpi=120)
