@@ -11,7 +11,10 @@ skipped-step count), ``parity.md`` (the tables) and ``loss_curves.png`` (plus th
 trajectory for float16). Runs live under ``--output_dir/seed_<n>/``. ``--placement`` picks the
 mixed-precision runs' placement (measured or static; unset: training's default), and each of those
 runs records how many conv/matmul-class ops it ran low. Networks with batch norm train with
-``--batch_norm_decay`` 0.99 unless told otherwise (their official decays are for far longer runs).
+``--batch_norm_decay`` lowered for the run's length unless told otherwise (their official decays
+are for far longer runs). An interval too wide to decide ("inconclusive") narrows with more seeds:
+the same command with new ``--seeds`` and the same ``--output_dir`` trains only those and reports
+over all of them.
 
     python scripts/parity.py --model_name mobilenet_v1 --dataset_name fashion_mnist_full \\
         --preprocessing_name cifarnet --image_size 32 --placement static --steps 1000 \\

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from slim_mp.measure.parity.parity_config import CONTROL_PERTURBATION, ParityConfig
-from slim_mp.measure.parity.parity_report import ParityReport
+from slim_mp.measure.parity.parity_report import ParityReport, gaps
 from slim_mp.measure.parity.parity_run import run_parity
 from slim_mp.measure.parity.run_configs import lowered_allow_ops
 
@@ -91,3 +91,19 @@ def test_the_count_sums_the_allow_class_of_every_report():
 def test_a_bad_placement_names_the_flag(value):
     with pytest.raises(ValueError, match=rf"^--placement={value!r}: .*measured.*static"):
         ParityConfig(placement=value)
+
+
+def test_more_seeds_are_added_to_an_earlier_comparison_with_the_same_flags(tmp_path):
+    config = ParityConfig(model_name="lenet", precision="bfloat16", steps=1, seeds=(0,), batch_size=4,
+                          log_every_n_steps=1, control=False, output_dir=str(tmp_path))
+    first = run_parity(config, print_line=lambda line: None)
+    ParityReport(first).write_reports(str(tmp_path))
+    added = run_parity(dataclasses.replace(config, seeds=(1,)), print_line=lambda line: None)
+    assert added.config.seeds == (0, 1) and [run.seed for run in added.runs] == [0, 0, 1, 1]
+    assert added.runs[:2] == first.runs  # read back from parity.json, not trained again
+    assert gaps(added)["bfloat16"].n == 2
+    with pytest.raises(ValueError, match=r"holds a comparison made with --steps=1 \(now 2\)"):
+        run_parity(dataclasses.replace(config, seeds=(2,), steps=2), print_line=lambda line: None)
+    ParityReport(added).write_reports(str(tmp_path))
+    with pytest.raises(ValueError, match="pass --seeds it does not hold yet"):
+        run_parity(dataclasses.replace(config, seeds=(1,)), print_line=lambda line: None)

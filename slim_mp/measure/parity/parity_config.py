@@ -17,13 +17,17 @@ from slim_mp.training import prepare_output_dir
 # The control arm: float32 again, from the initial weights times (1 + CONTROL_PERTURBATION * N(0, 1)).
 CONTROL_ARM = "float32_perturbed"
 CONTROL_PERTURBATION = 1e-6
+PARITY_JSON = "parity.json"
 
 
 @dataclasses.dataclass(frozen=True)
 class ParityConfig(RunSettings):
     """What to compare: the shared run settings, the seeds, the control and where the results go."""
 
-    seeds: Tuple[int, ...] = option((0, 1, 2), "Comma-separated seeds, e.g. 0,1,2.")
+    seeds: Tuple[int, ...] = option(
+        (0, 1, 2), "Comma-separated seeds, e.g. 0,1,2; seeds new to an --output_dir holding an earlier comparison "
+        "(same flags) are added to it."
+    )
     output_dir: str = option("runs/parity", "Where results and runs are written.")
     control: bool = option(
         True, f"Also train float32 from the initial weights x (1 + {CONTROL_PERTURBATION:g} N(0,1)) for every seed: "
@@ -57,5 +61,6 @@ def check_parity_config(config: ParityConfig) -> Tuple[DatasetSpec, str]:
     for seed in config.seeds:
         if os.path.exists(seed_dir(config, seed)):
             raise ValueError(f"--output_dir={config.output_dir} already holds {seed_dir(config, seed)} from an "
-                             "earlier comparison; pass a new --output_dir or delete that folder.")
+                             "earlier comparison; pass --seeds it does not hold yet (to add them), a new --output_dir, "
+                             "or delete that folder.")
     return train_set, split_name

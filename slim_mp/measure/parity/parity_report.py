@@ -14,13 +14,12 @@ from typing import Dict, List, Optional, Sequence
 from slim_mp.json_files import write_json_atomically
 from slim_mp.markdown_table import markdown_table
 from slim_mp.measure.parity.paired_stats import CONFIDENCE, PairedGap, paired_gap
-from slim_mp.measure.parity.parity_config import CONTROL_ARM, CONTROL_PERTURBATION
+from slim_mp.measure.parity.parity_config import CONTROL_ARM, CONTROL_PERTURBATION, PARITY_JSON
 from slim_mp.measure.parity.parity_plot import PLOT_FILENAME, plot_loss_curves
 from slim_mp.measure.parity.parity_results import ParityResult, RunRecord
 from slim_mp.measure.parity.run_configs import END_LEARNING_RATE_FRACTION, MOMENTUM
 from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION
 
-JSON_FILENAME = "parity.json"
 MARKDOWN_FILENAME = "parity.md"
 METRICS = ("accuracy", "final_loss", "eval_loss")
 STD_DEFINITION = "sample standard deviation over seeds (n - 1 in the denominator)"
@@ -179,7 +178,7 @@ class ParityReport:
 
     def write_reports(self, output_dir: str) -> Dict[str, str]:
         """Write ``parity.json``, ``parity.md`` and ``loss_curves.png`` into ``output_dir``; their paths by kind."""
-        paths = {"json": os.path.join(output_dir, JSON_FILENAME),
+        paths = {"json": os.path.join(output_dir, PARITY_JSON),
                  "markdown": os.path.join(output_dir, MARKDOWN_FILENAME)}
         write_json_atomically(paths["json"], self.to_dict())
         with open(paths["markdown"], "w", encoding="utf-8") as handle:

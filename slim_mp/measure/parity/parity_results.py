@@ -1,13 +1,27 @@
 """The records of a parity comparison: every step of a run, each trained and evaluated run, the whole result.
 
-Plain values the runner fills and the report and plot read.
+Plain values the runner fills and the report and plot read. ``earlier_runs`` reads them back from
+the ``parity.json`` of an earlier comparison in the same ``--output_dir``, so more seeds can be
+added to it (when an interval is too wide) without training the first ones again.
 """
 
 import dataclasses
+import os
 from typing import Dict, List, Optional, Tuple
 
-from slim_mp.measure.parity.parity_config import CONTROL_ARM, ParityConfig
+from slim_mp.json_files import ListOf, read_json_file
+from slim_mp.measure.parity.parity_config import CONTROL_ARM, PARITY_JSON, ParityConfig
 from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION
+
+_NUMBER = (int, float)
+_OPTIONAL_NUMBER = (int, float, type(None))
+_RUN_SCHEMA = {
+    "arm": str, "seed": int, "final_loss": _NUMBER, "accuracy": _NUMBER, "eval_loss": _NUMBER,
+    "initial_checkpoint": str, "checkpoint": str, "low_allow_ops": _OPTIONAL_NUMBER, "allow_ops": _OPTIONAL_NUMBER,
+    "train_seconds": _OPTIONAL_NUMBER,
+    "curves": {"step": ListOf(int), "loss": ListOf(_NUMBER), "loss_scale": ListOf(_NUMBER), "skipped": ListOf(int)},
+}
+_EARLIER_SCHEMA = {"config": dict, "eval_split": str, "runs": ListOf(_RUN_SCHEMA)}
 
 
 @dataclasses.dataclass
@@ -86,3 +100,33 @@ class ParityResult:
     def runs_of(self, arm: str) -> List[RunRecord]:
         """The runs of one arm (a precision, or the control), in seed order."""
         return [run for run in self.runs if run.arm == arm]
+
+
+def _run_record(fields: dict) -> RunRecord:
+    """A ``RunRecord`` from its JSON form (``dataclasses.asdict`` plus derived fields, which are dropped)."""
+    names = {field.name for field in dataclasses.fields(RunRecord)} - {"curves"}
+    return RunRecord(**{name: fields[name] for name in names}, curves=StepLog(**fields["curves"]))
+
+
+def earlier_runs(config: ParityConfig, split_name: str) -> List[RunRecord]:
+    """The runs of an earlier comparison in ``config.output_dir`` (none if it holds no ``parity.json``).
+
+    Raises ValueError naming the flag when that comparison was made with other settings (any flag
+    but ``--seeds``) or on another split: its runs would not be comparable.
+    """
+    path = os.path.join(config.output_dir, PARITY_JSON)
+    try:
+        earlier = read_json_file(path, _EARLIER_SCHEMA)
+    except FileNotFoundError:
+        return []
+    now = dataclasses.asdict(config)
+    for name, value in sorted(now.items()):
+        if name != "seeds" and earlier["config"].get(name) != value:
+            raise ValueError(f"--output_dir={config.output_dir} holds a comparison made with --{name}="
+                             f"{earlier['config'].get(name)} (now {value}); pass the same flags to add --seeds to it, "
+                             "or a new --output_dir.")
+    if earlier["eval_split"] != split_name:
+        raise ValueError(f"--output_dir={config.output_dir} holds a comparison evaluated on the "
+                         f"'{earlier['eval_split']}' split (now '{split_name}'); pass --eval_split_name="
+                         f"{earlier['eval_split']}, or a new --output_dir.")
+    return [_run_record(run) for run in earlier["runs"]]

@@ -9,6 +9,7 @@ step's loss, loss scale and skipped-step count is recorded through the training 
 ``on_step`` callback, and each run is evaluated on the held-out split.
 """
 
+import dataclasses
 import os
 from typing import Dict
 
@@ -20,7 +21,7 @@ from slim_mp.datasets import DatasetSpec
 from slim_mp.devices import device_type, emulation_warning
 from slim_mp.measure.parity.parity_config import (CONTROL_ARM, CONTROL_PERTURBATION, ParityConfig,
                                                   check_parity_config, seed_dir)
-from slim_mp.measure.parity.parity_results import ParityResult, RunRecord, StepLog
+from slim_mp.measure.parity.parity_results import ParityResult, RunRecord, StepLog, earlier_runs
 from slim_mp.measure.parity.run_configs import (MS_PER_SECOND, PrintLine, evaluate_run, lowered_allow_ops,
                                                 run_train_config, write_initial_checkpoint)
 from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION
@@ -86,10 +87,14 @@ def _warn_if_float16_on_cpu(config: ParityConfig) -> None:
 
 
 def run_parity(config: ParityConfig, print_line: PrintLine = print) -> ParityResult:
-    """Check ``config``, then train and evaluate every arm for every seed (seed-major order)."""
+    """Check ``config``, then train and evaluate every arm for every seed (seed-major order).
+
+    An earlier comparison in ``config.output_dir`` (same flags but ``--seeds``) keeps its runs: the
+    result holds its seeds, then these.
+    """
     train_set, split_name = check_parity_config(config)
+    runs = earlier_runs(config, split_name)
     _warn_if_float16_on_cpu(config)
-    runs = []
     for index, seed in enumerate(config.seeds, start=1):
         initial_checkpoint = write_initial_checkpoint(config, train_set, seed,
                                                       os.path.join(seed_dir(config, seed), "initial"))
@@ -100,4 +105,5 @@ def run_parity(config: ParityConfig, print_line: PrintLine = print) -> ParityRes
                        f"for {config.steps} steps")
             runs.append(train_and_evaluate(config, train_set, split_name, seed, arm, start or initial_checkpoint,
                                            print_line))
-    return ParityResult(config, split_name, runs)
+    all_seeds = tuple(dict.fromkeys(run.seed for run in runs))
+    return ParityResult(dataclasses.replace(config, seeds=all_seeds), split_name, runs)
