@@ -2,6 +2,8 @@
 
 import json
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -12,12 +14,13 @@ from script_runs import REPO_ROOT, check_bad_input, check_ok, run_script
 from slim_mp.datasets import get_dataset
 from slim_mp.measure.parity.run_configs import run_train_config
 from slim_mp.measure.parity.time_to_accuracy import (EvalPoint, LaneRecord, TimeToAccuracyConfig,
-                                                     TimeToAccuracyResult)
+                                                     TimeToAccuracyResult, run_time_to_accuracy)
 from slim_mp.measure.parity.time_to_accuracy_report import first_reaching, target_accuracy, time_to_accuracy_markdown
 from slim_mp.training import train
 
 SCRIPT = os.path.join(REPO_ROOT, "scripts", "time_to_accuracy.py")
 STEPS, CHUNK, EVAL_EVERY, BATCH = 8, 2, 4, 8
+PAUSE_SECONDS = 3.0  # far longer than LeNet's two steps
 WEIGHTS_RTOL = 1e-5  # the same float32 computation in another process; only the summation order may differ
 
 
@@ -103,3 +106,17 @@ def test_an_output_dir_holding_an_earlier_run_is_refused(tmp_path):
     (tmp_path / "float32").mkdir()
     check_bad_input(run_script(SCRIPT, "--model_name=lenet", "--steps=2", f"--output_dir={tmp_path}"),
                     f"error: --output_dir={tmp_path} is not empty")
+
+
+def test_a_pause_file_holds_the_turns_off_the_clocks(tmp_path):
+    # Another job's quiet period: the run waits while the file exists, and no lane's clock counts the wait.
+    pause = tmp_path / "QUIET"
+    pause.touch()
+    remover = threading.Timer(PAUSE_SECONDS, pause.unlink)
+    config = TimeToAccuracyConfig(model_name="lenet", steps=2, chunk_steps=1, eval_every_n_steps=2, batch_size=4,
+                                  output_dir=str(tmp_path / "run"), pause_file=str(pause))
+    started = time.monotonic()
+    remover.start()
+    result = run_time_to_accuracy(config, print_line=lambda line: None)
+    assert time.monotonic() - started >= PAUSE_SECONDS
+    assert all(lane.points[-1].train_seconds < PAUSE_SECONDS for lane in result.lanes.values())

@@ -13,6 +13,7 @@ import dataclasses
 import glob
 import itertools
 import os
+import time
 from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
@@ -32,6 +33,7 @@ from slim_mp.training.train_graph import TrainGraph
 tf1 = tf.compat.v1
 
 CHECKPOINT_PREFIX = "model.ckpt"
+PAUSE_POLL_SECONDS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +46,10 @@ class TimeToAccuracyConfig(RunSettings):
         200, "Evaluate both precisions on the held-out split every this many steps (a multiple of --chunk_steps)."
     )
     output_dir: str = option("runs/time_to_accuracy", "Where results and runs are written.")
+    pause_file: Optional[str] = option(
+        None, "On a shared machine: before each turn and each evaluation, wait while this file exists (another "
+        "job's quiet period); the clocks do not run meanwhile."
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +171,12 @@ def _evaluate(config: TimeToAccuracyConfig, lane: _Lane, split_name: str, print_
                f"top-1 {lane.points[-1].accuracy:.4f}")
 
 
+def _wait_while_paused(config: TimeToAccuracyConfig) -> None:
+    """Return once ``config.pause_file`` does not exist (at once when it is unset)."""
+    while config.pause_file and os.path.exists(config.pause_file):
+        time.sleep(PAUSE_POLL_SECONDS)
+
+
 def run_time_to_accuracy(config: TimeToAccuracyConfig, print_line: PrintLine = print) -> TimeToAccuracyResult:
     """Check ``config``, then train both precisions in turns of ``chunk_steps``, evaluating each as it goes."""
     train_set, split_name = check_time_to_accuracy_config(config)
@@ -178,9 +190,11 @@ def run_time_to_accuracy(config: TimeToAccuracyConfig, print_line: PrintLine = p
             if lanes[0].step >= config.steps:
                 break
             for index in RoundOrder.ALTERNATE.arrange(range(len(lanes)), turn):  # each goes first every other turn
+                _wait_while_paused(config)
                 lanes[index].run_steps(min(config.chunk_steps, config.steps - lanes[index].step))
             if lanes[0].step % config.eval_every_n_steps == 0 or lanes[0].step == config.steps:
                 for lane in lanes:
+                    _wait_while_paused(config)
                     _evaluate(config, lane, split_name, print_line)
     finally:
         for lane in lanes:
