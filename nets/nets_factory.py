@@ -9,7 +9,7 @@ import difflib
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Tuple
 
 import tensorflow as tf
 import tf_slim as slim
@@ -156,11 +156,47 @@ networks_map = _LazyFunctions(network_function)
 arg_scopes_map = _LazyFunctions(arg_scope_function)
 
 
+BATCH_NORM_KEY = slim.arg_scope_func_key(slim.batch_norm)
+
+
+def _batch_norm_arguments(scope: dict) -> Iterator[Tuple[str, ...]]:
+    """Where an arg scope sets batch norm's decay: ``(op key,)`` or ``(op key, "normalizer_params")`` paths."""
+    for key, arguments in scope.items():
+        if key == BATCH_NORM_KEY and "decay" in arguments:
+            yield (key,)
+        elif "decay" in (arguments.get("normalizer_params") or {}):  # e.g. Inception's conv2d normalizer_params
+            yield (key, "normalizer_params")
+
+
+def _decay_at(scope: dict, path: Tuple[str, ...]) -> float:
+    arguments = scope[path[0]]
+    return (arguments[path[1]] if len(path) > 1 else arguments)["decay"]
+
+
+def _with_decay(scope: dict, path: Tuple[str, ...], decay: float) -> dict:
+    """``scope`` with the batch-norm decay at ``path`` replaced by ``decay`` (the scope itself is left unchanged)."""
+    key, *inner = path
+    arguments = dict(scope[key])
+    if inner:
+        arguments[inner[0]] = {**arguments[inner[0]], "decay": decay}
+    else:
+        arguments["decay"] = decay
+    return {**scope, key: arguments}
+
+
+def batch_norm_decay(name: str) -> Optional[float]:
+    """The decay of batch norm's moving averages that network ``name``'s arg scope sets; None if it sets none."""
+    scope = arg_scope_function(name)()
+    decays = {_decay_at(scope, path) for path in _batch_norm_arguments(scope)}
+    return max(decays) if decays else None
+
+
 def get_network_fn(
     name: str,
     num_classes: Optional[int],
     weight_decay: float = 0.0,
     is_training: bool = False,
+    batch_norm_decay: Optional[float] = None,
     **kwargs,
 ) -> Callable:
     """Return ``network_fn(images, **overrides) -> (logits, end_points)`` for the network ``name``.
@@ -168,13 +204,25 @@ def get_network_fn(
     The network is built inside its arg_scope (called with ``weight_decay``),
     with ``num_classes``, ``is_training`` and ``kwargs`` (overridable per call)
     passed to the network function. ``network_fn.default_image_size`` is the
-    network's own.
+    network's own. ``batch_norm_decay`` (not an official argument) replaces the decay of batch
+    norm's moving averages that the arg scope sets, e.g. for runs too short for MobileNet's 0.9997;
+    a network whose arg scope has no batch norm raises ValueError.
     """
     network = network_function(name)
     arg_scope = arg_scope_function(name)
+    if batch_norm_decay is not None and not any(_batch_norm_arguments(arg_scope())):
+        raise ValueError(f"batch_norm_decay={batch_norm_decay}: network {name!r} sets no batch-norm decay in its arg "
+                         "scope; leave batch_norm_decay unset for it.")
+
+    def scope_with_decay() -> dict:
+        scope = arg_scope(weight_decay=weight_decay)
+        if batch_norm_decay is not None:
+            for path in list(_batch_norm_arguments(scope)):
+                scope = _with_decay(scope, path, batch_norm_decay)
+        return scope
 
     def network_fn(images: tf.Tensor, **overrides) -> tuple:
-        with slim.arg_scope(arg_scope(weight_decay=weight_decay)):
+        with slim.arg_scope(scope_with_decay()):
             return network(images, num_classes=num_classes, is_training=is_training, **{**kwargs, **overrides})
 
     network_fn.__name__ = name

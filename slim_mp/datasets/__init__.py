@@ -3,9 +3,9 @@
 In the order the data flows: ``image_folder`` converts a folder of class sub-folders into TFRecord
 shards (``tfrecord_format`` the example keys, ``labels_file`` the ``labels.txt`` file) and writes
 ``image_folder_metadata`` last; ``official`` holds the official sets' sizes and file names;
-``idx_format`` and ``fashion_mnist`` read the bundled or full Fashion-MNIST; ``tfrecord_reader``
-reads shards back as ``(image, label)`` and names a damaged, removed or unreadable file
-(``InputDataError``); ``label_checks`` stops a label
+``idx_format`` and ``fashion_mnist`` read the bundled or full Fashion-MNIST, ``fashion_mnist_full`` the full
+one from its Debian package, or says how to install it; ``tfrecord_reader`` reads shards back as
+``(image, label)`` and names a damaged, removed or unreadable file (``InputDataError``); ``label_checks`` stops a label
 outside the classes; ``dataset_factory`` (``get_dataset``) is the one entry point over all of them.
 """
 

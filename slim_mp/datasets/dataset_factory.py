@@ -3,7 +3,8 @@
 Official TF-Slim data sets read the TFRecord files their official converters
 write; ``image_folder`` reads what ``scripts/convert_image_folder.py``
 writes; ``fashion_mnist`` needs no files at all (the package bundles a
-10k / 2k subset) but reads the original IDX files when given a folder.
+10k / 2k subset) but reads the original IDX files when given a folder;
+``fashion_mnist_full`` reads them from the Debian package ``dataset-fashion-mnist``.
 """
 
 import contextlib
@@ -16,7 +17,7 @@ from typing import Callable, ContextManager, Mapping, Optional
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.datasets import fashion_mnist, labels_file, tfrecord_reader
+from slim_mp.datasets import fashion_mnist, fashion_mnist_full, labels_file, tfrecord_reader
 from slim_mp.datasets import image_folder_metadata as metadata
 from slim_mp.datasets.label_checks import check_array_labels
 from slim_mp.datasets.official import OFFICIAL_DATASETS
@@ -26,7 +27,8 @@ DatasetReader = Callable[[bool, Optional[int]], tf.data.Dataset]
 
 IMAGE_FOLDER = "image_folder"
 FASHION_MNIST = "fashion_mnist"
-DATASET_NAMES = tuple(sorted([*OFFICIAL_DATASETS, IMAGE_FOLDER, FASHION_MNIST]))
+FASHION_MNIST_NAMES = (FASHION_MNIST, fashion_mnist_full.DATASET_NAME)
+DATASET_NAMES = tuple(sorted([*OFFICIAL_DATASETS, IMAGE_FOLDER, *FASHION_MNIST_NAMES]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,16 +155,20 @@ def _arrays_reader(pairs: tuple[np.ndarray, np.ndarray]) -> DatasetReader:
     return read
 
 
-def _fashion_mnist(split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
-    _check_split(FASHION_MNIST, split_name, list(fashion_mnist.BUNDLED_SPLIT_SIZES))
+def _fashion_mnist(name: str, split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
+    _check_split(name, split_name, list(fashion_mnist.BUNDLED_SPLIT_SIZES))
     if dataset_dir:
-        images, labels = fashion_mnist.load_idx(_check_dataset_dir(FASHION_MNIST, dataset_dir), split_name)
+        dataset_dir = _check_dataset_dir(name, dataset_dir)
+    if dataset_dir or name == fashion_mnist_full.DATASET_NAME:
+        images, labels = fashion_mnist_full.load_full(split_name, dataset_dir)
+        source = dataset_dir or fashion_mnist_full.DEBIAN_DIR
     else:
         images, labels = fashion_mnist.load_bundled(split_name)
-    check_array_labels(labels, len(fashion_mnist.CLASS_NAMES), dataset_dir or fashion_mnist.BUNDLED_PATH, FASHION_MNIST)
+        source = fashion_mnist.BUNDLED_PATH
+    check_array_labels(labels, len(fashion_mnist.CLASS_NAMES), source, name)
     pairs = _reader_arrays(images, labels)
     return DatasetSpec(
-        FASHION_MNIST, split_name, len(labels), len(fashion_mnist.CLASS_NAMES),
+        name, split_name, len(labels), len(fashion_mnist.CLASS_NAMES),
         dict(enumerate(fashion_mnist.CLASS_NAMES)), (*images.shape[1:], 1), (), _arrays_reader(pairs), pairs,
     )
 
@@ -180,6 +186,6 @@ def get_dataset(name: str, split_name: str, dataset_dir: Optional[str] = None) -
         return _official(name, split_name, dataset_dir)
     if name == IMAGE_FOLDER:
         return _image_folder(split_name, dataset_dir)
-    if name == FASHION_MNIST:
-        return _fashion_mnist(split_name, dataset_dir)
+    if name in FASHION_MNIST_NAMES:
+        return _fashion_mnist(name, split_name, dataset_dir)
     raise ValueError(f"unknown dataset '{name}' for --dataset_name; choose one of {', '.join(DATASET_NAMES)}.")

@@ -32,7 +32,7 @@ from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
 from slim_mp.training.live_graph import live_graph_def, reachable_graph_def
 from slim_mp.training.loop import train
-from slim_mp.training.model_setup import check_model_name, input_size, prepare_output_dir
+from slim_mp.training.model_setup import check_batch_norm_decay, check_model_name, input_size, prepare_output_dir
 from slim_mp.training.optimizers import OptimizerSettings
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions, write_rewrite_reports
 from slim_mp.training.scopes import parse_scopes
@@ -42,7 +42,8 @@ from slim_mp.training.train_graph import (add_classification_losses, build_train
 
 __all__ = [
     "fine_tune_init_fn", "resolve_checkpoint", "EvalConfig", "evaluate", "LearningRateSettings", "live_graph_def",
-    "reachable_graph_def", "train", "check_model_name", "input_size", "prepare_output_dir", "OptimizerSettings",
+    "reachable_graph_def", "train", "check_batch_norm_decay", "check_model_name", "input_size", "prepare_output_dir",
+    "OptimizerSettings",
     "LossScaleOptions", "PrecisionOptions", "write_rewrite_reports", "parse_scopes", "TrainConfig",
     "check_train_config",
     "add_classification_losses", "build_train_graph", "dataset_and_network", "training_input_iterator",

@@ -13,6 +13,16 @@ def check_model_name(model_name: str) -> None:
     nets_factory.check_network_name(model_name, "--model_name")
 
 
+def check_batch_norm_decay(model_name: str, batch_norm_decay: float) -> None:
+    """Raise ValueError naming ``--batch_norm_decay`` unless it lies in (0, 1) and the network has batch norm."""
+    if not 0 < batch_norm_decay < 1:
+        raise ValueError(f"--batch_norm_decay={batch_norm_decay} must lie between 0 and 1; pass e.g. 0.99, or leave "
+                         "it unset for the network's own.")
+    if nets_factory.batch_norm_decay(model_name) is None:
+        raise ValueError(f"--batch_norm_decay={batch_norm_decay}: network {model_name} has no batch norm; leave "
+                         "--batch_norm_decay unset for it.")
+
+
 def network_and_preprocessing(
     model_name: str,
     preprocessing_name: Optional[str],
@@ -20,13 +30,20 @@ def network_and_preprocessing(
     weight_decay: float,
     is_training: bool,
     use_grayscale: bool,
+    batch_norm_decay: Optional[float] = None,
 ) -> Tuple[Callable, Callable]:
-    """Return ``(network_fn, preprocessing_fn)``; the preprocessing defaults to the network's own."""
+    """Return ``(network_fn, preprocessing_fn)``; the preprocessing defaults to the network's own.
+
+    ``batch_norm_decay`` (training's ``--batch_norm_decay``) replaces the network's own; None keeps it.
+    """
     check_model_name(model_name)
     if num_classes < 1:
         raise ValueError(f"the dataset leaves {num_classes} classes after --labels_offset; lower --labels_offset.")
+    if batch_norm_decay is not None:
+        check_batch_norm_decay(model_name, batch_norm_decay)
     network_fn = nets_factory.get_network_fn(
-        model_name, num_classes=num_classes, weight_decay=weight_decay, is_training=is_training
+        model_name, num_classes=num_classes, weight_decay=weight_decay, is_training=is_training,
+        batch_norm_decay=batch_norm_decay,
     )
     name = preprocessing_name or model_name
     if name not in preprocessing_factory.PREPROCESSING_MODULES:

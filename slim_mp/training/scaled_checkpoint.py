@@ -1,4 +1,7 @@
-"""Copy a checkpoint with some tensors multiplied by constant factors (e.g. to make a layer overflow float16).
+"""Copy a checkpoint with some tensors multiplied by factors (e.g. to make a layer overflow float16).
+
+A factor is a number, or an array broadcast against its tensor (elementwise factors, e.g. to
+perturb weights by one part in a million).
 
 Every tensor of the source is written; the named ones are multiplied first. The copy appears
 whole or not at all: it is written into a temporary folder beside the destination, which is then
@@ -8,7 +11,7 @@ renamed.
 import os
 import shutil
 import tempfile
-from typing import Mapping
+from typing import Mapping, Union
 
 import numpy as np
 import tensorflow as tf
@@ -19,8 +22,10 @@ tf1 = tf.compat.v1
 
 SCALED_CHECKPOINT_NAME = "model.ckpt"
 
+Factor = Union[float, np.ndarray]
 
-def _scaled_tensors(checkpoint: str, factors: Mapping[str, float]) -> dict:
+
+def _scaled_tensors(checkpoint: str, factors: Mapping[str, Factor]) -> dict:
     """All tensors of ``checkpoint`` by name, those of ``factors`` multiplied (in their own dtype)."""
     reader = tf.train.load_checkpoint(checkpoint)
     stored = reader.get_variable_to_shape_map()
@@ -33,7 +38,8 @@ def _scaled_tensors(checkpoint: str, factors: Mapping[str, float]) -> dict:
         with np.errstate(over="ignore"):  # reported below, naming the tensor
             tensors[name] = (tensors[name] * factor).astype(tensors[name].dtype)
         if not np.all(np.isfinite(tensors[name])):
-            raise ValueError(f"scaling {name} by {factor:g} overflows its {tensors[name].dtype}; use a smaller factor.")
+            raise ValueError(f"scaling {name} by {np.max(np.abs(factor)):g} overflows its {tensors[name].dtype}; "
+                             "use a smaller factor.")
     return tensors
 
 
@@ -52,13 +58,13 @@ def _save(tensors: Mapping[str, np.ndarray], prefix: str) -> None:
             saver.save(session, prefix, write_meta_graph=False)
 
 
-def write_scaled_checkpoint(source: str, destination_dir: str, factors: Mapping[str, float]) -> str:
+def write_scaled_checkpoint(source: str, destination_dir: str, factors: Mapping[str, Factor]) -> str:
     """Write ``destination_dir/model.ckpt``: the checkpoint ``source`` with ``factors[name]`` times each named tensor.
 
     Args:
       source: a checkpoint prefix, or a folder whose latest checkpoint is read.
       destination_dir: the folder to create; it must not exist yet.
-      factors: tensor name -> multiplier.
+      factors: tensor name -> multiplier, a number or an array broadcast against the tensor.
 
     Returns:
       The prefix of the written checkpoint.

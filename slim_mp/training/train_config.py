@@ -43,6 +43,10 @@ class TrainConfig(DataModelOptions):
     )
     task: int = option(0, "Task id of this replica.")
     weight_decay: float = option(0.00004, "The weight decay on the model weights.")
+    batch_norm_decay: Optional[float] = option(
+        None, "The decay of batch norm's moving averages; unset means the network's own (MobileNet v1's 0.9997 "
+        "needs about 10^4 steps to forget the initial statistics: 0.99 suits runs of a few hundred steps)."
+    )
     quantize_delay: int = option(
         -1, "Steps before quantized training starts; -1 disables it (quantization is not supported)."
     )

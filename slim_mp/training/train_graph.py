@@ -219,7 +219,7 @@ def dataset_and_network(config: TrainConfig, is_training: bool) -> Tuple[Dataset
     num_classes = dataset.num_classes - config.labels_offset
     network_fn, preprocess = network_and_preprocessing(
         config.model_name, config.preprocessing_name, num_classes, config.weight_decay,
-        is_training=is_training, use_grayscale=config.use_grayscale,
+        is_training=is_training, use_grayscale=config.use_grayscale, batch_norm_decay=config.batch_norm_decay,
     )
     return dataset, num_classes, network_fn, preprocess
 

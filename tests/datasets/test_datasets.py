@@ -1,6 +1,5 @@
 """Tests of slim_mp.datasets: bundled Fashion-MNIST, IDX and TFRecord formats, the factory and its errors."""
 
-import gzip
 import os
 import struct
 
@@ -8,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from datasets_support import encode_images, read_all, three_class_image_folder
+from datasets_support import encode_images, read_all, three_class_image_folder, write_idx
 from slim_mp.datasets import (
     InputDataError, fashion_mnist, get_dataset, idx_format, labels_file, tfrecord_format, tfrecord_reader,
 )
@@ -25,13 +24,6 @@ OFFICIAL = {
 FASHION_NAMES = [
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 ]
-
-
-def write_idx(path: str, array: np.ndarray) -> None:
-    """Write ``array`` (uint8) as a gzip IDX file: magic 0,0,0x08,ndim, big-endian sizes, raw bytes."""
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
-    with gzip.open(path, "wb") as handle:
-        handle.write(header + array.astype(np.uint8).tobytes())
 
 
 def write_tfrecord(path: str, examples: list[bytes]) -> None:

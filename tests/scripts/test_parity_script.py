@@ -1,4 +1,4 @@
-"""scripts/parity.py as a user runs it: LeNet on the bundled Fashion-MNIST, float32 vs bfloat16, two seeds."""
+"""scripts/parity.py as a user runs it: LeNet on the bundled Fashion-MNIST, float32 vs bfloat16 and the control."""
 
 import json
 import os
@@ -15,7 +15,7 @@ PARITY_SCRIPT = os.path.join(REPO_ROOT, "scripts", "parity.py")
 STEPS = 8
 LOG_EVERY = 4
 SEEDS = (0, 1)
-PRECISIONS = ("float32", "bfloat16")
+ARMS = ("float32", "bfloat16", "float32_perturbed")
 SUMMARY_RTOL = 1e-9  # mean/std recomputed in float64 from the same per-seed values
 FIRST_LOSS_RTOL = 0.02  # bfloat16's 8-bit mantissa against the float32 reference, same weights and batch
 
@@ -34,18 +34,18 @@ def parity_run(tmp_path_factory):
 
 
 def runs_by_key(record: dict) -> dict:
-    return {(run["precision"], run["seed"]): run for run in record["runs"]}
+    return {(run["arm"], run["seed"]): run for run in record["runs"]}
 
 
-def test_writes_json_markdown_and_a_png_with_every_precision_and_seed(parity_run):
+def test_writes_json_markdown_and_a_png_with_every_arm_and_seed(parity_run):
     output_dir, record, stdout = parity_run
-    assert set(runs_by_key(record)) == {(precision, seed) for precision in PRECISIONS for seed in SEEDS}
-    assert len(record["runs"]) == len(PRECISIONS) * len(SEEDS)
-    assert record["precisions"] == list(PRECISIONS) and set(record["summary"]) == set(PRECISIONS)
+    assert set(runs_by_key(record)) == {(arm, seed) for arm in ARMS for seed in SEEDS}
+    assert len(record["runs"]) == len(ARMS) * len(SEEDS)
+    assert record["arms"] == list(ARMS) and set(record["summary"]) == set(ARMS)
     with open(os.path.join(output_dir, "parity.md"), encoding="utf-8") as handle:
         markdown = handle.read()
-    for precision in PRECISIONS:
-        assert f"| {precision} |" in markdown
+    for arm in ARMS:
+        assert f"| {arm} |" in markdown
     assert "loss_curves.png" in markdown
     picture = mpimg.imread(os.path.join(output_dir, "loss_curves.png"))
     assert picture.ndim == 3 and min(picture.shape[:2]) > 100
@@ -55,9 +55,9 @@ def test_writes_json_markdown_and_a_png_with_every_precision_and_seed(parity_run
 def test_the_default_placement_is_measured_and_each_mixed_run_counts_its_low_ops(parity_run):
     output_dir, record, _ = parity_run
     assert record["config"]["placement"] is None
-    for (precision, seed), run in runs_by_key(record).items():
-        train_dir = os.path.join(output_dir, f"seed_{seed}", precision)
-        if precision == "float32":
+    for (arm, seed), run in runs_by_key(record).items():
+        train_dir = os.path.join(output_dir, f"seed_{seed}", arm)
+        if run["precision"] == "float32":
             assert run["low_allow_ops"] is None and run["allow_ops"] is None
             continue
         # LeNet's forward graph has 4 conv/matmul-class ops (conv1, conv2, fc3, logits).
@@ -79,18 +79,21 @@ def test_every_run_records_one_loss_point_per_step(parity_run):
 def test_summary_is_mean_and_sample_std_of_the_per_seed_values(parity_run):
     output_dir, record, _ = parity_run
     runs = runs_by_key(record)
-    for precision in PRECISIONS:
+    for arm in ARMS:
         for metric in ("accuracy", "final_loss", "eval_loss"):
-            values = np.array([runs[precision, seed][metric] for seed in SEEDS], dtype=np.float64)
-            reported = record["summary"][precision][metric]
+            values = np.array([runs[arm, seed][metric] for seed in SEEDS], dtype=np.float64)
+            reported = record["summary"][arm][metric]
             assert reported["mean"] == pytest.approx(values.mean(), rel=SUMMARY_RTOL)
             assert reported["std"] == pytest.approx(values.std(ddof=1), rel=SUMMARY_RTOL)
         for seed in SEEDS:  # accuracy as the evaluation wrote it
-            with open(os.path.join(output_dir, f"seed_{seed}", precision, "eval", "metrics.json")) as handle:
-                assert runs[precision, seed]["accuracy"] == json.load(handle)["accuracy"]
-    differences = np.array([runs["bfloat16", seed]["accuracy"] - runs["float32", seed]["accuracy"] for seed in SEEDS])
-    assert record["accuracy_difference"]["mean"] == pytest.approx(differences.mean(), rel=SUMMARY_RTOL, abs=1e-12)
-    assert record["accuracy_difference"]["std"] == pytest.approx(differences.std(ddof=1), rel=SUMMARY_RTOL, abs=1e-12)
+            with open(os.path.join(output_dir, f"seed_{seed}", arm, "eval", "metrics.json")) as handle:
+                assert runs[arm, seed]["accuracy"] == json.load(handle)["accuracy"]
+    for arm in ARMS[1:]:  # paired gaps in percentage points
+        points = 100 * np.array([runs[arm, seed]["accuracy"] - runs["float32", seed]["accuracy"] for seed in SEEDS])
+        gap = record["gaps_points"][arm]
+        assert gap["n"] == len(SEEDS) and gap["margin"] == 0.5
+        assert gap["mean"] == pytest.approx(points.mean(), rel=SUMMARY_RTOL, abs=1e-12)
+        assert gap["std"] == pytest.approx(points.std(ddof=1), rel=SUMMARY_RTOL, abs=1e-12)
 
 
 def test_both_precisions_of_a_seed_start_from_one_float32_checkpoint(parity_run):
@@ -117,9 +120,12 @@ def test_both_precisions_of_a_seed_start_from_one_float32_checkpoint(parity_run)
     ("--seeds=0,x", "error: --seeds=0,x holds an item that is not int"),
     ("--batch_size=many", "error: flag --batch_size=many: invalid literal"),
     ("--placement=fast", "error: --placement='fast': "),
+    ("--equivalence_margin=0", "error: --equivalence_margin=0.0 must be a positive number"),
+    ("--batch_norm_decay=0.99", "error: --batch_norm_decay=0.99: network lenet has no batch norm"),
+    ("--model_name=mobilenet_v1 --batch_norm_decay=1", "error: --batch_norm_decay=1.0 must lie between 0 and 1"),
 ])
 def test_bad_input_is_one_error_line_and_exit_status_2(flag, expected, tmp_path):
-    process = run_script(PARITY_SCRIPT, "--steps=2", f"--output_dir={tmp_path}", flag)
+    process = run_script(PARITY_SCRIPT, "--steps=2", f"--output_dir={tmp_path}", *flag.split())
     check_bad_input(process, expected)
     assert os.listdir(tmp_path) == []
 

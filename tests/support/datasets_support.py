@@ -1,11 +1,13 @@
-"""Helpers shared by the dataset tests: make encoded images and pull whole datasets, in graph mode.
+"""Helpers shared by the dataset tests: write IDX files, make encoded images, pull whole datasets in graph mode.
 
 Everything runs in a private ``tf.Graph`` with a session, the way the
 training script uses datasets, so the tests do not depend on eager mode.
 """
 
+import gzip
 import os
 import pathlib
+import struct
 from typing import Callable, Optional
 
 import numpy as np
@@ -21,6 +23,13 @@ def encode_images(images: list[np.ndarray], image_format: str) -> list[bytes]:
         encoded = tf.io.encode_png(pixels) if image_format == "png" else tf.io.encode_jpeg(pixels, quality=95)
         with tf.compat.v1.Session() as session:
             return [session.run(encoded, {pixels: image}) for image in images]
+
+
+def write_idx(path: str, array: np.ndarray) -> None:
+    """Write ``array`` (uint8) as a gzip IDX file: magic 0,0,0x08,ndim, big-endian sizes, raw bytes."""
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    with gzip.open(path, "wb") as handle:
+        handle.write(header + array.astype(np.uint8).tobytes())
 
 
 def read_all(make_dataset: Callable[[], tf.data.Dataset], batch_size: int = 1000) -> tuple[np.ndarray, np.ndarray]:

@@ -9,21 +9,22 @@ import os
 import numpy as np
 from matplotlib.figure import Figure
 
+from slim_mp.measure.parity.parity_config import CONTROL_ARM
 from slim_mp.measure.parity.parity_results import ParityResult
 
 PLOT_FILENAME = "loss_curves.png"
-COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green"}
+COLORS = {"float32": "tab:blue", "bfloat16": "tab:orange", "float16": "tab:green", CONTROL_ARM: "tab:gray"}
 
 
 def _draw_losses(axes, result: ParityResult) -> None:
     """Loss per global step (applied steps only): each run thin and faint, the mean over seeds bold."""
     for run in result.runs:
-        axes.plot(*run.curves.applied(), color=COLORS[run.precision], alpha=0.3, linewidth=0.7)
-    for precision in result.config.precisions:
-        curves = [run.curves.applied() for run in result.runs_of(precision)]
+        axes.plot(*run.curves.applied(), color=COLORS[run.arm], alpha=0.3, linewidth=0.7)
+    for arm in result.config.arms:
+        curves = [run.curves.applied() for run in result.runs_of(arm)]
         mean_loss = np.mean([losses for _, losses in curves], axis=0)
-        axes.plot(curves[0][0], mean_loss, color=COLORS[precision], linewidth=1.8,
-                  label=f"{precision} (mean of {len(curves)} seeds)")
+        axes.plot(curves[0][0], mean_loss, color=COLORS[arm], linewidth=1.8,
+                  label=f"{arm} (mean of {len(curves)} seeds)")
     axes.set_ylabel("training loss")
     axes.legend()
 

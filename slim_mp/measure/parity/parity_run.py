@@ -2,117 +2,70 @@
 
 For every seed a float32 checkpoint of freshly initialised weights is written once; both
 precisions then fine-tune from it with the same seed (so the same batches in the same order),
-the same steps and the same hyper-parameters, so precision is the only difference. Every
+the same steps and the same hyper-parameters, so precision is the only difference. The control
+arm trains float32 once more from a copy of those weights perturbed by one part in a million
+(``CONTROL_PERTURBATION``), far below bfloat16's rounding: how far float32 moves from itself. Every
 step's loss, loss scale and skipped-step count is recorded through the training loop's
 ``on_step`` callback, and each run is evaluated on the held-out split.
 """
 
+import dataclasses
 import os
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Dict
 
+import numpy as np
+import tensorflow as tf
 from absl import logging
 
 from slim_mp.datasets import DatasetSpec
 from slim_mp.devices import device_type, emulation_warning
-from slim_mp.graph_pass import RewriteReport
-from slim_mp.measure.parity.parity_config import REFERENCE_PRECISION, ParityConfig, check_parity_config, seed_dir
-from slim_mp.measure.parity.parity_results import ParityResult, RunRecord, StepLog
-from slim_mp.training import (EvalConfig, LearningRateSettings, OptimizerSettings, PrecisionOptions, TrainConfig,
-                              evaluate, train)
+from slim_mp.measure.parity.parity_config import (CONTROL_ARM, CONTROL_PERTURBATION, ParityConfig,
+                                                  check_parity_config, seed_dir)
+from slim_mp.measure.parity.parity_results import ParityResult, RunRecord, StepLog, earlier_runs
+from slim_mp.measure.parity.run_configs import (MS_PER_SECOND, PrintLine, evaluate_run, lowered_allow_ops,
+                                                run_train_config, write_initial_checkpoint)
+from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION
+from slim_mp.training import train
+from slim_mp.timing import run_ms
+from slim_mp.training.scaled_checkpoint import write_scaled_checkpoint
 
-END_LEARNING_RATE_FRACTION = 0.01
-MOMENTUM = 0.9
-EVAL_BATCH_SIZE = 100
-PREPROCESSING_THREADS = 2
-
-PrintLine = Callable[[str], None]
-
-
-def _precision_options(config: ParityConfig, precision: str) -> PrecisionOptions:
-    """``precision`` with ``config.placement`` (unset: training's default)."""
-    if precision == REFERENCE_PRECISION:
-        return PrecisionOptions(precision=precision)
-    placement = {} if config.placement is None else {"mp_placement": config.placement}
-    return PrecisionOptions(precision=precision, **placement)
+# The control's perturbation is drawn with numpy seed CONTROL_SEED_OFFSET + seed.
+CONTROL_SEED_OFFSET = 100
 
 
-def lowered_allow_ops(reports: Sequence[RewriteReport]) -> Tuple[int, int]:
-    """(allow-list ops the pass ran low, allow-list ops it saw), summed over a run's rewrite reports.
-
-    The allow list is the conv/matmul class; ``reports`` are the run's (``TrainResult.rewrite_reports``).
-    """
-    counts = [count for report in reports for count in report.class_counts.get("allow", {}).values()]
-    return sum(converted for converted, _ in counts), sum(seen for _, seen in counts)
-
-
-def _train_config(config: ParityConfig, train_set: DatasetSpec, seed: int, precision: str, train_dir: str,
-                  steps: int, initial_checkpoint: Optional[str]) -> TrainConfig:
-    """The training options shared by every run; only precision, steps, seed and folders vary.
-
-    The learning rate falls linearly to 1% over ``config.steps``, so the weights (and batch norm's
-    moving statistics) settle before evaluation.
-    """
-    return TrainConfig(
-        train_dir=train_dir,
-        dataset_name=config.dataset_name,
-        dataset_dir=config.dataset_dir,
-        model_name=config.model_name,
-        preprocessing_name=config.preprocessing_name,
-        train_image_size=config.image_size,
-        batch_size=config.batch_size,
-        max_number_of_steps=steps,
-        log_every_n_steps=config.log_every_n_steps,
-        num_preprocessing_threads=PREPROCESSING_THREADS,
-        checkpoint_path=initial_checkpoint,
-        seed=seed,
-        optimizer_settings=OptimizerSettings(optimizer="momentum", momentum=MOMENTUM),
-        learning_rate_settings=LearningRateSettings(
-            learning_rate_decay_type="polynomial",
-            learning_rate=config.learning_rate,
-            end_learning_rate=config.learning_rate * END_LEARNING_RATE_FRACTION,
-            num_epochs_per_decay=config.steps * config.batch_size / train_set.num_samples,
-        ),
-        precision_options=_precision_options(config, precision),
-    )
+def perturbation_factors(checkpoint: str, seed: int) -> Dict[str, np.ndarray]:
+    """Per floating-point tensor of ``checkpoint``: ``1 + CONTROL_PERTURBATION * N(0, 1)`` of its shape (seeded)."""
+    reader = tf.train.load_checkpoint(checkpoint)
+    dtypes = reader.get_variable_to_dtype_map()
+    rng = np.random.default_rng(CONTROL_SEED_OFFSET + seed)
+    return {name: 1 + CONTROL_PERTURBATION * rng.standard_normal(shape)
+            for name, shape in sorted(reader.get_variable_to_shape_map().items()) if dtypes[name].is_floating}
 
 
-def write_initial_checkpoint(config: ParityConfig, train_set: DatasetSpec, seed: int) -> str:
-    """Initialise the model with ``seed`` in float32 and save it untrained (step 0); return the checkpoint."""
-    init_dir = os.path.join(seed_dir(config, seed), "initial")
-    result = train(_train_config(config, train_set, seed, REFERENCE_PRECISION, init_dir, 0, None),
-                   print_line=lambda line: None)
-    return result.checkpoint
+def write_control_checkpoint(config: ParityConfig, seed: int, initial_checkpoint: str) -> str:
+    """Write the control's start: ``initial_checkpoint`` with every float tensor perturbed; return the checkpoint."""
+    return write_scaled_checkpoint(initial_checkpoint, os.path.join(seed_dir(config, seed), "initial_perturbed"),
+                                   perturbation_factors(initial_checkpoint, seed))
 
 
-def train_and_evaluate(config: ParityConfig, train_set: DatasetSpec, split_name: str, seed: int, precision: str,
+def train_and_evaluate(config: ParityConfig, train_set: DatasetSpec, split_name: str, seed: int, arm: str,
                        initial_checkpoint: str, print_line: PrintLine) -> RunRecord:
-    """Fine-tune from ``initial_checkpoint`` in ``precision``, recording every step, then evaluate the result."""
-    train_dir = os.path.join(seed_dir(config, seed), precision)
+    """Fine-tune ``arm`` from ``initial_checkpoint``, recording every step, then evaluate the result."""
+    precision = REFERENCE_PRECISION if arm == CONTROL_ARM else arm
+    train_dir = os.path.join(seed_dir(config, seed), arm)
     curves = StepLog()
-    result = train(
-        _train_config(config, train_set, seed, precision, train_dir, config.steps, initial_checkpoint),
-        print_line=lambda line: print_line(f"  {precision} seed {seed}: {line}"),
+    trained = {}
+    train_ms = run_ms(lambda: trained.update(result=train(
+        run_train_config(config, train_set, seed, precision, train_dir, config.steps, initial_checkpoint),
+        print_line=lambda line: print_line(f"  {arm} seed {seed}: {line}"),
         on_step=curves.record,
-    )
-    metrics = evaluate(
-        EvalConfig(
-            checkpoint_path=result.checkpoint,
-            eval_dir=os.path.join(train_dir, "eval"),
-            dataset_name=config.dataset_name,
-            dataset_split_name=split_name,
-            dataset_dir=config.dataset_dir,
-            model_name=config.model_name,
-            preprocessing_name=config.preprocessing_name,
-            eval_image_size=config.image_size,
-            batch_size=EVAL_BATCH_SIZE,
-            num_preprocessing_threads=PREPROCESSING_THREADS,
-            precision_options=_precision_options(config, precision),
-        ),
-        print_line=lambda line: print_line(f"  {precision} seed {seed} eval: {line}"),
-    )
+    )))
+    result = trained["result"]
+    metrics = evaluate_run(config, result.checkpoint, os.path.join(train_dir, "eval"), split_name, precision,
+                           print_line=lambda line: print_line(f"  {arm} seed {seed} eval: {line}"))
     low, seen = (None, None) if precision == REFERENCE_PRECISION else lowered_allow_ops(result.rewrite_reports)
     return RunRecord(
-        precision=precision,
+        arm=arm,
         seed=seed,
         final_loss=curves.loss[-1],
         accuracy=float(metrics["accuracy"]),
@@ -122,6 +75,7 @@ def train_and_evaluate(config: ParityConfig, train_set: DatasetSpec, split_name:
         curves=curves,
         low_allow_ops=low,
         allow_ops=seen,
+        train_seconds=train_ms / MS_PER_SECOND,
     )
 
 
@@ -133,16 +87,23 @@ def _warn_if_float16_on_cpu(config: ParityConfig) -> None:
 
 
 def run_parity(config: ParityConfig, print_line: PrintLine = print) -> ParityResult:
-    """Check ``config``, then train and evaluate both precisions for every seed (seed-major order)."""
+    """Check ``config``, then train and evaluate every arm for every seed (seed-major order).
+
+    An earlier comparison in ``config.output_dir`` (same flags but ``--seeds``) keeps its runs: the
+    result holds its seeds, then these.
+    """
     train_set, split_name = check_parity_config(config)
+    runs = earlier_runs(config, split_name)
     _warn_if_float16_on_cpu(config)
-    runs = []
     for index, seed in enumerate(config.seeds, start=1):
-        initial_checkpoint = write_initial_checkpoint(config, train_set, seed)
+        initial_checkpoint = write_initial_checkpoint(config, train_set, seed,
+                                                      os.path.join(seed_dir(config, seed), "initial"))
         print_line(f"seed {seed} ({index}/{len(config.seeds)}): initial float32 weights in {initial_checkpoint}")
-        for precision in config.precisions:
-            print_line(f"seed {seed} ({index}/{len(config.seeds)}): training {config.model_name} in {precision} "
+        for arm in config.arms:
+            start = write_control_checkpoint(config, seed, initial_checkpoint) if arm == CONTROL_ARM else None
+            print_line(f"seed {seed} ({index}/{len(config.seeds)}): training {config.model_name} as {arm} "
                        f"for {config.steps} steps")
-            runs.append(train_and_evaluate(config, train_set, split_name, seed, precision, initial_checkpoint,
+            runs.append(train_and_evaluate(config, train_set, split_name, seed, arm, start or initial_checkpoint,
                                            print_line))
-    return ParityResult(config, split_name, runs)
+    all_seeds = tuple(dict.fromkeys(run.seed for run in runs))
+    return ParityResult(dataclasses.replace(config, seeds=all_seeds), split_name, runs)
