@@ -170,6 +170,18 @@ RANDOM_OP_TYPES = frozenset({
 # Ops that create a variable (as opposed to reading or updating one): placed on the variables' device.
 VARIABLE_OP_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 
+# Consumers grappler's remapper fuses into the op producing their first input, by consumer: the producer
+# types (a convolution or product with its bias add, that bias add or batch norm with its activation).
+# Border refinement never runs such a consumer in another precision than its producer: a cast between
+# them would cost the fused kernel TensorFlow runs in float32 and, with oneDNN, in bfloat16.
+FUSED_INTO_PRODUCER = {
+    "BiasAdd": frozenset({"Conv2D", "Conv3D", "DepthwiseConv2dNative", "MatMul", "BatchMatMulV2"}),
+    "Relu": frozenset({"BiasAdd", "FusedBatchNormV3"}),
+    "Relu6": frozenset({"BiasAdd"}),
+    "Elu": frozenset({"BiasAdd"}),
+    "LeakyRelu": frozenset({"BiasAdd"}),
+}
+
 # Op types the rebuild replaces by a newer op that has a low-precision data type.
 UPGRADED_OP_TYPES = {"FusedBatchNorm": "FusedBatchNormV3"}
 

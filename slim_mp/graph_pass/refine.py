@@ -6,6 +6,10 @@ its float32 side inputs (e.g. the logits bias) and on its exits. If running the 
 needs fewer casts (fewer, or as many but smaller), the tail is demoted: one cast on the allow op's
 output replaces them, the logits are computed in float32, and the backward pass saves the same
 number of casts.
+
+Leaves alone: an op grappler fuses into its low producer (``op_classes.FUSED_INTO_PRODUCER``: the
+logits bias add after its convolution or product, an activation after that bias add). Demoting it
+would put a cast between the two and cost the fused kernel, in float32 and in bfloat16 alike.
 """
 
 import collections
@@ -14,14 +18,30 @@ from typing import Dict, List, Sequence, Set, Tuple
 
 import tensorflow as tf
 
+from slim_mp.graph_pass.op_classes import FUSED_INTO_PRODUCER
 from slim_mp.graph_pass.op_ports import OpPorts
 from slim_mp.graph_pass.paint import FLOAT32, Decision, PaintConfig, low_ops, paint
 from slim_mp.graph_pass.region import Region
 from slim_mp.graph_pass.conversions import planned_conversions
 
 
+def _fused_into_low_producer(low: Set[tf.Operation], ops: Set[tf.Operation]) -> Set[tf.Operation]:
+    """The ops of ``ops`` that grappler fuses into a low producer, directly or through such a chain."""
+    fused: Set[tf.Operation] = set()
+    grown = True
+    while grown:
+        grown = False
+        for op in ops - fused:
+            producer = op.inputs[0].op if op.inputs else None
+            if (producer in low and producer.type in FUSED_INTO_PRODUCER.get(op.type, ())
+                    and (producer not in ops or producer in fused)):
+                fused.add(op)
+                grown = True
+    return fused
+
+
 def _tail(low: Set[tf.Operation], decisions: Dict[tf.Operation, Decision]) -> Set[tf.Operation]:
-    """Low ops from which no allow op can be reached through low ops."""
+    """Low ops from which no allow op can be reached through low ops, but for those fused into a low producer."""
     producers: Dict[tf.Operation, List[tf.Operation]] = collections.defaultdict(list)
     for op in low:
         for tensor in op.inputs:
@@ -34,7 +54,8 @@ def _tail(low: Set[tf.Operation], decisions: Dict[tf.Operation, Decision]) -> Se
             if producer not in feeds_allow:
                 feeds_allow.add(producer)
                 queue.append(producer)
-    return low - feeds_allow
+    tail = low - feeds_allow
+    return tail - _fused_into_low_producer(low, tail)
 
 
 def _cost(low: Sequence[tf.Operation], ports: Dict[tf.Operation, OpPorts], precision: tf.DType) -> Tuple[int, int]:

@@ -331,15 +331,30 @@ def _dense_head(extra):
 
 
 def test_tail_after_last_allow_op_runs_float32_when_that_saves_casts():
-    def add_bias(net):
-        return tf.nn.bias_add(net, tf.compat.v1.get_variable("b", [3]), name="logits")
+    def scale(net):
+        return tf.multiply(net, tf.compat.v1.get_variable("s", [3]), name="logits")
 
-    report, ops = _dense_head(add_bias)
+    report, ops = _dense_head(scale)
     by_name = {op.name: op for op in ops}
     assert by_name["logits"].outputs[0].dtype == tf.float32
     to_float32 = [op for op in ops_of_type(ops, "Cast") if op.get_attr("DstT") == tf.float32]
     assert [c.inputs[0].op.name for c in to_float32] == ["product_bf16"]
-    assert len(report.casts) == 3  # x, w, and the product back to float32 (the bias is not cast)
+    assert len(report.casts) == 3  # x, w, and the product back to float32 (the scale is not cast)
+
+
+@pytest.mark.parametrize("activation", [None, tf.nn.relu, tf.nn.relu6])
+def test_a_bias_add_fused_into_its_product_stays_with_it_though_float32_would_save_a_cast(activation):
+    # TensorFlow fuses MatMul + BiasAdd (+ activation) into one kernel: a cast between them would split it.
+    def add_bias(net):
+        net = tf.nn.bias_add(net, tf.compat.v1.get_variable("b", [3]), name="logits")
+        return activation(net, name="activation") if activation else net
+
+    report, ops = _dense_head(add_bias)
+    by_name = {op.name: op for op in ops}
+    assert by_name["logits_bf16"].inputs[0].op.name == "product_bf16"
+    assert by_name["logits_bf16"].outputs[0].dtype == tf.bfloat16
+    if activation:
+        assert by_name["activation_bf16"].inputs[0].op.name == "logits_bf16"
 
 
 def test_tail_stays_low_when_float32_would_not_save_casts():

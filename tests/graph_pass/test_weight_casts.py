@@ -26,7 +26,7 @@ LAYER_BEFORE = {"conv1/Conv2D": [], "depthwise/depthwise": ["conv1/Conv2D_bf16"]
 # What each layer's backward cast waits for: the backward product of the layer after; the last
 # layer's, the gradient arriving from the loss.
 BACKWARD_WAITS_FOR = {
-    "logits": "gradients/logits/MatMul_bf16/CastToFp32_grad/Cast",
+    "logits": "gradients/logits/BiasAdd_bf16/CastToFp32_grad/Cast",  # the bias add stays with its product
     "conv2": "gradients/logits/MatMul_bf16_grad/MatMul",
     "depthwise": "gradients/conv2/Conv2D_bf16_grad/Conv2DBackpropInput",
     "conv1": "gradients/depthwise/depthwise_bf16_grad/DepthwiseConv2dNativeBackpropInput",

@@ -82,14 +82,16 @@ class FakeSteps:
         return [value if isinstance(value, Timed) else Timed(value) for value in values]
 
 
-def conv_bias_chain():
-    """input -> conv -> bias add -> exp (deny) -> loss: the bias add is the tail after the last allow op."""
+def conv_bias_scale_chain():
+    """input -> conv -> bias add -> scale (times a variable of its shape) -> exp (deny) -> loss: the scale is
+    the tail after the last allow op (the bias add is fused into the conv, so it stays with it)."""
     graph = tf.Graph()
     with graph.as_default():
         images = tf1.placeholder(tf.float32, [2, 8, 8, 4], name="images")
         weights = tf1.get_variable("w", [3, 3, 4, 4])
         net = tf.nn.conv2d(images, weights, strides=1, padding="SAME", name="conv")
         net = tf.nn.bias_add(net, tf1.get_variable("b", [4]), name="bias")
+        net = tf.multiply(net, tf1.get_variable("s", [2, 8, 8, 4]), name="scale")
         loss = tf.reduce_mean(tf.exp(net))
     return graph, loss
 

@@ -13,7 +13,7 @@ from slim_mp.timing import Timed
 from slim_mp.graph_pass.placement.search import choose_demoted, find_candidates, per_op_reason, per_op_slower
 from slim_mp.graph_pass.rewrite import rewrite
 
-from .fakes import (FakeMeasure, refuse, refuse_steps, conv_chain, measured_rewrite, FakeSteps, conv_bias_chain,
+from .fakes import (FakeMeasure, refuse, refuse_steps, conv_chain, measured_rewrite, FakeSteps, conv_bias_scale_chain,
                     op_dtype, CLOSE_CALL)
 
 
@@ -133,23 +133,23 @@ def test_a_win_inside_the_measured_noise_keeps_float32_and_says_so(tmp_path, noi
 
 
 def test_the_tail_kept_low_when_its_step_is_faster(tmp_path):
-    graph, loss = conv_bias_chain()
+    graph, loss = conv_bias_scale_chain()
     fast_conv = FakeMeasure({"Conv2D": OpTiming(4.0, 1.0)}, cast_ms=0.5)
     with graph.as_default():
         static = rewrite(loss, "bfloat16", device_type="CPU", placement="static", dry_run=True)
-    assert "bias" in {name for names in static.float32_ops.values() for name in names}, \
-        "precondition: the static pass runs the bias add after the conv in float32 (fewer casts)"
+    assert "scale" in {name for names in static.float32_ops.values() for name in names}, \
+        "precondition: the static pass runs the scale after the conv and its bias add in float32 (fewer casts)"
     steps = FakeSteps(lambda candidate: 1.0 if candidate.tail_low else 2.0)
     path = str(tmp_path / "run" / "placement.json")
     report = measured_rewrite(loss, tmp_path, fast_conv, measure_steps=steps, decisions_file=path)
     assert report.placement.tail_low is True
-    assert op_dtype(graph, "bias_bf16") == tf.bfloat16
+    assert op_dtype(graph, "scale_bf16") == tf.bfloat16
     assert any(c.tail_low for c in steps.asked[0]) and any(not c.tail_low for c in steps.asked[0])
     # A resumed run (or a worker) keeps the tail low from the decisions file alone.
-    again, again_loss = conv_bias_chain()
+    again, again_loss = conv_bias_scale_chain()
     measured_rewrite(again_loss, tmp_path / "elsewhere", refuse, measure_steps=refuse_steps, decisions_file=path,
                      write_decisions=False)
-    assert op_dtype(again, "bias_bf16") == tf.bfloat16
+    assert op_dtype(again, "scale_bf16") == tf.bfloat16
 
 
 class _TableEstimate:
