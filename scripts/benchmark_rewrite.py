@@ -42,7 +42,7 @@ def main() -> None:
         steps[config] = benchmark_step.build_benchmark_step(
             config, FLAGS.model_name, precision, FLAGS.batch_size, FLAGS.image_size)
         print(f"built {config}", flush=True)
-    casts = {name: benchmark_step.executed_casts(step) for name, step in steps.items()}
+    casts = {name: benchmark_step.executed_kernels(step).get("Cast", 0) for name, step in steps.items()}
     times = benchmark_step.interleaved_times(
         {name: (lambda s=step: s.session.run(s.train_op)) for name, step in steps.items()},
         FLAGS.rounds, FLAGS.warmup, progress=lambda line: print(line, flush=True))

@@ -8,7 +8,7 @@ Anything that reads executed graphs (step stats, partition graphs) goes through 
 that it speaks of ``Conv2DBackpropFilter``, ``MatMul``, ``FusedBatchNormV3`` on every CPU.
 """
 
-from typing import Dict
+from typing import Dict, Optional
 
 # oneDNN's prefixes, longest first: ``_MklNative<Op>`` (plain tensor layout) and ``_Mkl<Op>``.
 ONEDNN_PREFIXES = ("_MklNative", "_Mkl")
@@ -46,3 +46,17 @@ def op_family(kernel: str) -> str:
             base = kernel[len(prefix):]
             return FUSED_KERNEL_FAMILIES.get(f"_{base}", base)
     return FUSED_KERNEL_FAMILIES.get(kernel, kernel)
+
+
+def fusion_name(kernel: str) -> Optional[str]:
+    """The fusion a kernel runs, named as grappler names it (``_MklNativeFusedConv2D`` -> ``_FusedConv2D``).
+
+    None for a kernel that does one graph op's work (``Conv2D``, ``_MklNativeConv2D``, ``Cast``). The
+    names are those of ``FUSED_KERNEL_FAMILIES``, so the float32 and bfloat16 steps of one network
+    compare fusion by fusion whether oneDNN renamed their kernels or not.
+    """
+    for prefix in ONEDNN_PREFIXES:
+        if kernel.startswith(prefix):
+            kernel = f"_{kernel[len(prefix):]}"
+            break
+    return kernel if kernel in FUSED_KERNEL_FAMILIES else None

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tensorflow.core.framework import op_def_pb2
 from tensorflow.python.client import pywrap_tf_session
 
-from slim_mp.op_families import FUSED_KERNEL_FAMILIES, ONEDNN_PREFIXES, op_family
+from slim_mp.op_families import FUSED_KERNEL_FAMILIES, ONEDNN_PREFIXES, fusion_name, op_family
 
 tf1 = tf.compat.v1
 pytestmark = pytest.mark.executed_ops
@@ -41,6 +41,15 @@ def test_known_kernels_name_the_op_a_user_built():
     assert op_family("_FusedConv2D") == "Conv2D"
     assert op_family("Conv2DBackpropInput") == "Conv2DBackpropInput"
     assert op_family("_Retval") == "_Retval"
+
+
+def test_fusions_are_named_alike_with_and_without_onednn():
+    assert fusion_name("_MklNativeFusedConv2D") == fusion_name("_FusedConv2D") == "_FusedConv2D"
+    assert fusion_name("_MklNativeFusedBatchNormEx") == "_FusedBatchNormEx"
+    assert fusion_name("_MklNativePadWithFusedConv2D") == "_PadWithFusedConv2D"
+    assert fusion_name("_MklFusedMatMul") == "_FusedMatMul"
+    for single in ("Conv2D", "_MklNativeConv2D", "_MklMatMul", "Cast", "FusedBatchNormV3", "_Retval"):
+        assert fusion_name(single) is None, single
 
 
 def test_every_registered_onednn_kernel_belongs_to_a_registered_graph_op():
@@ -81,3 +90,20 @@ def test_a_training_step_runs_kernels_of_the_ops_it_was_built_from():
     built = {"Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "MatMul", "FusedBatchNormV3",
              "FusedBatchNormGradV3"}
     assert built <= families, sorted(kernels)
+
+
+def test_the_float32_step_of_a_conv_bias_relu_runs_the_fused_kernel_tensorflow_registers():
+    # Grappler's remapper fuses Conv2D + BiasAdd + Relu on every CPU (oneDNN renames the fused kernel).
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf1.get_variable("images", initializer=np.ones((2, 6, 6, 3), np.float32))
+        kernel = tf1.get_variable("kernel", (3, 3, 3, 4))
+        features = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(images, kernel, 1, "SAME"), tf1.get_variable("b", [4])))
+        with tf1.Session(graph=graph) as session:
+            session.run(tf1.global_variables_initializer())
+            metadata = tf1.RunMetadata()
+            session.run(features, options=tf1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
+    kernels = [node.op for partition in metadata.partition_graphs for node in partition.node]
+    fused = [fusion_name(name) for name in kernels if fusion_name(name)]
+    assert fused == ["_FusedConv2D"], kernels
+    assert all(name in REGISTERED for name in kernels if fusion_name(name)), kernels

@@ -216,6 +216,17 @@ def test_markdown_has_one_row_per_result_and_marks_emulated_precisions(toy_run):
     assert "test method" in text
 
 
+def test_the_fusion_table_names_what_float32_fused_more_of(toy_run):
+    float32, low = toy_run.results
+    run = dataclasses.replace(toy_run, results=(
+        dataclasses.replace(float32, fusions=(("_FusedBatchNormEx", 3), ("_FusedConv2D", 2))),
+        dataclasses.replace(low, fusions=(("_FusedConv2D", 2),))))
+    rows = [line for line in BenchmarkReport(run).to_markdown().splitlines() if line.startswith("| toy |")]
+    assert rows[-2:] == ["| toy | float32 | _FusedBatchNormEx x3, _FusedConv2D x2 | - |",
+                         "| toy | slim_mp_fp16 | _FusedConv2D x2 | _FusedBatchNormEx (0 vs 3) |"]
+    assert "## Fused kernels" not in BenchmarkReport(toy_run).to_markdown(), "no table when nothing fused"
+
+
 def test_reports_are_written_and_parse(toy_run, tmp_path):
     paths = BenchmarkReport(toy_run).write_reports(str(tmp_path / "out"))
     with open(paths["json"], encoding="utf-8") as handle:
@@ -255,6 +266,7 @@ def test_a_variant_that_cannot_run_is_reported_and_the_others_are_timed():
                                               progress=lambda line: None)
     by_label = {r.label: r for r in results}
     assert by_label["float32"].unavailable is None and by_label["float32"].median_seconds > 0
+    assert dict(by_label["float32"].fusions)["_FusedConv2D"] == 2, "conv + bias + relu, fused by grappler on any CPU"
     assert by_label["floor_bf16"].median_seconds is None
     assert "LRN" in by_label["floor_bf16"].unavailable
 

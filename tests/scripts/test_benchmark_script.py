@@ -1,5 +1,6 @@
 """scripts/benchmark.py run as a user runs it, on LeNet at batch 2: its three reports, its progress and its errors."""
 
+import itertools
 import json
 import os
 import re
@@ -70,7 +71,8 @@ def test_markdown_has_one_row_per_model_and_configuration(tiny_run, payload):
     with open(os.path.join(tiny_run[1], "benchmark.md"), encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("| model |"))
-    rows = [line.strip("|").split("|") for line in lines[header + 2:] if line.startswith("|")]
+    table = itertools.takewhile(lambda line: line.startswith("|"), lines[header + 2:])
+    rows = [line.strip("|").split("|") for line in table]
     assert sorted((r[0].strip(), r[1].strip()) for r in rows) == sorted(("lenet", label) for label in LABELS)
     assert all(len(r) == len(lines[header].strip("|").split("|")) for r in rows)
 

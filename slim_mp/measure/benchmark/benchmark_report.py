@@ -28,6 +28,8 @@ LOAD_ALIGN = "llrlrrrr"
 BUDGET_HEADER = ("model", "config", "largest batch", "its peak above baseline (MiB)", "next batch measured",
                  "its peak above baseline (MiB)", "batches measured")
 BUDGET_ALIGN = "llrrrrl"
+FUSION_HEADER = ("model", "config", "fused kernels run (nodes)", "fewer than float32")
+FUSION_ALIGN = "llll"
 
 
 def _memory_methods(run: SuiteRun) -> List[str]:
@@ -113,6 +115,31 @@ def _budget_section(run: SuiteRun) -> List[str]:
     ]
 
 
+def fusion_row(result: VariantResult, baseline: Optional[VariantResult]) -> str:
+    """One row of the fusion table: the fusions a variant's step ran, and those float32's step ran more of."""
+    ran = dict(result.fusions)
+    lost = [f"{name} ({ran.get(name, 0)} vs {count})" for name, count in (baseline.fusions if baseline else ())
+            if ran.get(name, 0) < count]
+    return markdown_row((result.model, result.label, ", ".join(f"{name} x{count}" for name, count in result.fusions)
+                         or "none", ", ".join(lost) or "-"))
+
+
+def _fusion_section(run: SuiteRun) -> List[str]:
+    """The markdown on fusions: each measured step's fused kernels beside float32's (none when nothing fused)."""
+    measured = [result for result in run.results if not result.unavailable]
+    if not any(result.fusions for result in measured):
+        return []
+    baselines = {result.model: result for result in measured if result.label == BASELINE}
+    return [
+        "", "## Fused kernels", "",
+        "The kernels each step executed (its partition graphs, after grappler's and oneDNN's rewrites) that fuse "
+        "several graph ops, by grappler's name (`slim_mp.op_families.fusion_name`), and those the float32 step "
+        "ran more of: a fusion a low-precision placement lost, or one TensorFlow has in float32 only.", "",
+        *markdown_table(FUSION_HEADER, [], FUSION_ALIGN),
+        *(fusion_row(result, baselines.get(result.model)) for result in measured),
+    ]
+
+
 def _markdown(run: SuiteRun) -> str:
     """A short description of the device and method, then one table row per (model, configuration)."""
     settings = run.settings
@@ -136,7 +163,7 @@ def _markdown(run: SuiteRun) -> str:
     if run.skipped:
         lines += ["", *(f"Left out: {note}." for note in run.skipped)]
     lines += ["", *markdown_table(TABLE_HEADER, [_table_cells(result) for result in run.results], TABLE_ALIGN),
-              *_load_section(run), *_budget_section(run), ""]
+              *_fusion_section(run), *_load_section(run), *_budget_section(run), ""]
     return "\n".join(lines)
 
 

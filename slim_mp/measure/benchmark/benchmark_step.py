@@ -10,6 +10,7 @@ the median step time per configuration, and per pair the median of the round-by-
 Used by ``scripts/benchmark_rewrite.py`` and, through ``slim_mp.measure.benchmark.suite``, ``scripts/benchmark.py``.
 """
 
+import collections
 import dataclasses
 import statistics
 from typing import Callable, Dict, List, Optional
@@ -110,12 +111,13 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
     return step
 
 
-def executed_casts(step: BenchmarkStep) -> int:
-    """Cast ops in the graph TensorFlow actually executes for one step (after grappler's rewrites)."""
+def executed_kernels(step: BenchmarkStep) -> Dict[str, int]:
+    """How many nodes of each kernel TensorFlow executes for one step (after grappler's and oneDNN's rewrites:
+    ``Cast``, ``_MklNativeFusedConv2D``, ...; ``slim_mp.op_families`` names their ops and fusions)."""
     options = tf.compat.v1.RunOptions(output_partition_graphs=True)
     metadata = tf.compat.v1.RunMetadata()
     step.session.run(step.train_op, options=options, run_metadata=metadata)
-    return sum(1 for graph in metadata.partition_graphs for node in graph.node if node.op == "Cast")
+    return dict(collections.Counter(node.op for graph in metadata.partition_graphs for node in graph.node))
 
 
 def interleaved_times(runs: Dict[str, Callable[[], None]], rounds: int, warmup: int,

@@ -16,6 +16,7 @@ placement pinned in a decisions file; then the load is stopped and float32 and e
 placement are re-timed side by side on the quiet machine.
 """
 
+import collections
 import dataclasses
 import statistics
 import tempfile
@@ -29,6 +30,7 @@ from slim_mp.graph_pass import PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step, peak_memory, under_load
 from slim_mp.measure.benchmark.batch_budget import DEFAULT_MAX_BATCH, MIB, largest_batch_within
 from slim_mp.measure.benchmark.suite_results import BASELINE, BatchFit, Settings, SuiteRun, Variant, VariantResult
+from slim_mp.op_families import fusion_name
 from slim_mp.precision import resolve_precision
 from slim_mp.timing import paired_ratio
 
@@ -169,15 +171,26 @@ def _search_batches(model: str, precisions: Sequence[str], settings: Settings, c
     return fits
 
 
+def fusions_run(kernels: Dict[str, int]) -> Tuple[Tuple[str, int], ...]:
+    """The fused kernels among ``kernels`` (kernel -> nodes executed), by grappler's name, with their counts."""
+    counts: Dict[str, int] = collections.Counter()
+    for kernel, count in kernels.items():
+        fusion = fusion_name(kernel)
+        if fusion:
+            counts[fusion] += count
+    return tuple(sorted(counts.items()))
+
+
 def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, progress: Progress,
                  failures: Dict[str, str], decisions_dir: Optional[str] = None, cache_dir: Optional[str] = None,
-                 ) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, int]]:
-    """Build and run once each variant not yet failed: (steps, casts executed); failures go into ``failures``.
+                 ) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, Dict[str, int]]]:
+    """Build and run once each variant not yet failed: (steps, kernels executed by kind); failures go into
+    ``failures``.
 
     With ``decisions_dir``, each measured placement is pinned there (``under_load.decisions_path``);
     ``cache_dir``: the placement's timing cache.
     """
-    steps, casts = {}, {}
+    steps, kernels = {}, {}
     for variant in variants:
         if variant.label in failures:
             continue
@@ -190,7 +203,7 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
             step = benchmark_step.build_benchmark_step(
                 variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size,
                 placement_options=options)
-            casts[variant.label] = benchmark_step.executed_casts(step)
+            kernels[variant.label] = benchmark_step.executed_kernels(step)
         except (ValueError, TypeError, tf.errors.OpError) as error:
             if step is not None:
                 step.session.close()
@@ -199,7 +212,7 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
             continue
         steps[variant.label] = step
         progress(f"[{model}] {variant.label}: built")
-    return steps, casts
+    return steps, kernels
 
 
 def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
@@ -214,7 +227,7 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
     cache, which the memory runs filled (see ``_build_steps``).
     """
     failures = dict(failures or {})
-    steps, casts = _build_steps(model, variants, settings, progress, failures, decisions_dir, cache_dir)
+    steps, kernels = _build_steps(model, variants, settings, progress, failures, decisions_dir, cache_dir)
     if BASELINE in failures:
         for step in steps.values():
             step.session.close()
@@ -240,11 +253,11 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
             model=model, label=label, config=variant.config, precision=variant.precision,
             native=native, median_seconds=median, images_per_second=settings.batch_size / median,
             speedup_vs_float32=paired_ratio(times[BASELINE], times[label]),
-            step_seconds=tuple(times[label]), casts_executed=casts[label],
+            step_seconds=tuple(times[label]), casts_executed=kernels[label].get("Cast", 0),
             casts_in_graph=steps[label].graph_casts, pass_seconds=steps[label].pass_seconds,
             peak_memory_bytes=memory[label].peak_bytes, baseline_memory_bytes=memory[label].baseline_bytes,
             memory_method=memory[label].method, cold_pass_seconds=memory[label].pass_seconds,
-            placement_float32_ops=len(plan.float32_ops) if plan else None))
+            placement_float32_ops=len(plan.float32_ops) if plan else None, fusions=fusions_run(kernels[label])))
     return results
 
 

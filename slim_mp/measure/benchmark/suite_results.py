@@ -84,6 +84,7 @@ class VariantResult:
     unavailable: Optional[str] = None
     placement_float32_ops: Optional[int] = None
     cold_pass_seconds: Optional[float] = None
+    fusions: Tuple[Tuple[str, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
