@@ -15,6 +15,8 @@ train seconds).
 Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """
 
+import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)
+
 import time
 
 from slim_mp.measure.parity.time_to_accuracy import TimeToAccuracyConfig, run_time_to_accuracy
