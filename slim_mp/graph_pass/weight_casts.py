@@ -27,7 +27,7 @@ from typing import Callable, List, Optional, Sequence
 import tensorflow as tf
 from tensorflow.python.framework import ops as framework_ops
 
-from slim_mp.graph_pass.op_classes import BFLOAT16_CLASSES
+from slim_mp.graph_pass.op_classes import BFLOAT16_CLASSES, FUSED_INTO_PRODUCER
 
 # Ops whose output holds a variable's value for the whole step: reading it again costs nothing.
 _VARIABLE_READ_TYPES = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
@@ -77,17 +77,35 @@ def _previous_layers(tensors: Sequence[tf.Tensor]) -> List[tf.Operation]:
     return found
 
 
+def _fusion_end(layer: tf.Operation) -> tf.Operation:
+    """The last op grappler fuses ``layer`` with (its bias add, the activation after it), else ``layer``.
+
+    A control edge out of a fused kernel's first or middle op stops grappler's remapper from fusing
+    them (oneDNN then fuses the convolution with its bias alone): a cast that waits for the layer
+    waits for the end of its fusion instead, which finishes at the same moment once fused.
+    """
+    end = layer
+    while len(end.outputs) == 1 and len(end.outputs[0].consumers()) == 1 and not end._control_outputs:
+        (consumer,) = end.outputs[0].consumers()
+        if end.type not in FUSED_INTO_PRODUCER.get(consumer.type, ()):
+            break
+        end = consumer
+    return end
+
+
 def defer_weight_casts(op: tf.Operation) -> int:
     """Make each weight cast that feeds the conv/matmul-class ``op`` alone wait for the layer before it.
 
     The layer before (the nearest conv/matmul-class ops upstream) is never fused with ``op`` by
     TensorFlow's graph optimizations, whereas an op in between may be (a Pad, a BiasAdd): a cast
-    waiting for that one would wait for its own consumer. Safe from cycles: such a cast reaches
-    nothing but ``op``, so nothing upstream of ``op`` can depend on it. Returns how many casts were deferred.
+    waiting for that one would wait for its own consumer. The cast waits for the end of that layer's
+    own fusion (``_fusion_end``), which is upstream of ``op`` too. Safe from cycles: such a cast
+    reaches nothing but ``op``, so nothing upstream of ``op`` can depend on it. Returns how many casts
+    were deferred.
     """
     if op.type not in _LAYER_OP_TYPES:
         return 0
-    previous = _previous_layers(op.inputs)
+    previous = [_fusion_end(layer) for layer in _previous_layers(op.inputs)]
     deferred = 0
     for cast in weight_casts(op):
         if previous and _feeds_only(cast.op, op):

@@ -13,16 +13,19 @@ import tensorflow as tf
 import tf_slim as slim
 
 import slim_mp
+from slim_mp.op_families import fusion_name
 from graph_checks import MATH_OP_TYPES, traced_op_times
 from slim_mp.graph_pass.weight_casts import defer_weight_casts, recast_weights_in_gradient, weight_casts
 
 tf1 = tf.compat.v1
 BATCH, SIZE, CLASSES = 2, 8, 3
 LAYERS_WITH_WEIGHTS = 4  # conv1, a depthwise conv, conv2 and the logits' matmul
-# The rebuilt layer each layer's forward weight cast waits for (the first layer has none).
 SHAPE_OP_TYPES = ("Shape", "ShapeN")  # gradients read a weight's shape, not its values
-LAYER_BEFORE = {"conv1/Conv2D": [], "depthwise/depthwise": ["conv1/Conv2D_bf16"],
-                "conv2/Conv2D": ["depthwise/depthwise_bf16"], "logits/MatMul": ["conv2/Conv2D_bf16"]}
+# The rebuilt layer each layer's forward weight cast waits for (the first layer has none), at the end of
+# that layer's fusion: each waits for the Relu after the layer's bias add, so that no control
+# edge leaves the conv or bias add grappler fuses with it.
+LAYER_BEFORE = {"conv1/Conv2D": [], "depthwise/depthwise": ["conv1/Relu_bf16"],
+                "conv2/Conv2D": ["depthwise/Relu_bf16"], "logits/MatMul": ["conv2/Relu_bf16"]}
 # What each layer's backward cast waits for: the backward product of the layer after; the last
 # layer's, the gradient arriving from the loss.
 BACKWARD_WAITS_FOR = {
@@ -52,6 +55,27 @@ def _loss(precision=None):
     if precision is not None:
         loss = slim_mp.rewrite(loss, precision, placement="static").remap(loss)
     return loss
+
+
+@pytest.mark.executed_ops
+@pytest.mark.parametrize("waits_for, fused", [("Conv2D", []), ("Relu", ["_FusedConv2D"])])
+def test_a_control_edge_out_of_a_fusions_first_op_costs_the_fusion(waits_for, fused):
+    # Why a weight cast waits for the layer's Relu, not its conv: TensorFlow's own float32 step
+    # (grappler fuses Conv2D + BiasAdd + Relu on every CPU) loses the fusion to a control edge out of
+    # the conv and keeps it with one out of the Relu. oneDNN then fuses only conv + bias.
+    with tf.Graph().as_default() as graph:
+        images = tf1.get_variable("images", initializer=np.ones((2, 6, 6, 3), np.float32))
+        net = slim.conv2d(images, 4, 3, scope="conv1")
+        weights = tf1.get_variable("w", (3, 3, 4, 4))
+        with tf.control_dependencies([graph.get_operation_by_name(f"conv1/{waits_for}")]):
+            waiting = tf.identity(weights)
+        out = tf.nn.conv2d(net, waiting, 1, "SAME")
+        with tf1.Session(graph=graph) as session:
+            session.run(tf1.global_variables_initializer())
+            metadata = tf1.RunMetadata()
+            session.run(out, options=tf1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
+    kernels = [node.op for partition in metadata.partition_graphs for node in partition.node]
+    assert [fusion_name(k) for k in kernels if fusion_name(k) == "_FusedConv2D"] == fused, kernels
 
 
 def _rebuilt_with_recast(graph):

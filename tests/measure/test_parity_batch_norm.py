@@ -13,6 +13,7 @@ from nets import nets_factory
 from slim_mp.datasets import get_dataset
 from slim_mp.measure.parity.parity_config import ParityConfig, check_parity_config
 from slim_mp.measure.parity.run_configs import evaluate_run, run_train_config
+from slim_mp.measure.parity.time_to_accuracy import TimeToAccuracyConfig
 from slim_mp.training import train
 
 CHANCE = 0.1  # ten balanced classes
@@ -31,6 +32,15 @@ def test_unset_the_decay_leaves_at_most_1e_4_of_the_initial_averages_after_the_r
     assert short.effective_batch_norm_decay ** 600 == pytest.approx(1e-4)
     assert long.effective_batch_norm_decay == official  # 0.9997^40000 = 6e-6: the official decay is kept
     assert ParityConfig(model_name=model_name, batch_norm_decay=0.95).effective_batch_norm_decay == 0.95
+
+
+def test_time_to_accuracy_fits_the_decay_to_its_first_evaluation_not_to_the_whole_run():
+    # It evaluates every 250 steps: at 10^(-4/2000) = 0.9954, 0.9954^250 = 32% of the initial averages would
+    # still be there at the first evaluation (top-1 0.10 for MobileNet at 32 px, measured).
+    config = TimeToAccuracyConfig(model_name="mobilenet_v1", steps=2000, eval_every_n_steps=250)
+    assert config.effective_batch_norm_decay ** 250 == pytest.approx(1e-4)
+    assert TimeToAccuracyConfig(model_name="mobilenet_v1", steps=100, eval_every_n_steps=250
+                                ).effective_batch_norm_decay ** 100 == pytest.approx(1e-4)
 
 
 def test_a_decay_for_a_network_without_batch_norm_names_the_flag(tmp_path):

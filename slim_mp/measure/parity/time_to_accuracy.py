@@ -51,6 +51,11 @@ class TimeToAccuracyConfig(RunSettings):
         "job's quiet period); the clocks do not run meanwhile."
     )
 
+    @property
+    def steps_before_first_evaluation(self) -> int:
+        """The first evaluation comes after ``eval_every_n_steps``: batch norm's averages must be usable there."""
+        return min(self.eval_every_n_steps, self.steps)
+
 
 @dataclasses.dataclass(frozen=True)
 class EvalPoint:
