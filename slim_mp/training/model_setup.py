@@ -5,7 +5,7 @@ import tempfile
 from typing import Callable, Optional, Tuple
 
 from nets import nets_factory
-from nets.preprocessing import preprocessing_factory
+from nets.preprocessing import cifarnet_preprocessing, preprocessing_factory
 
 
 def check_model_name(model_name: str) -> None:
@@ -52,6 +52,25 @@ def network_and_preprocessing(
             f"{', '.join(preprocessing_factory.preprocessing_names())}."
         )
     return network_fn, preprocessing_factory.get_preprocessing(name, is_training, use_grayscale)
+
+
+def check_training_crop(preprocessing_name: str, image_size: int, image_shape: Tuple[Optional[int], ...],
+                        flag: str) -> None:
+    """Raise ValueError naming ``flag`` when CifarNet's training preprocessing cannot crop ``image_size`` from
+    the data set's images: it pads ``PADDING`` pixels a side and random-crops, never resizes (TensorFlow
+    would stop at the first batch with an assertion deep in the input pipeline)."""
+    if preprocessing_factory.PREPROCESSING_MODULES.get(preprocessing_name) is not cifarnet_preprocessing:
+        return
+    height, width = image_shape[:2]
+    if height is None or width is None:
+        return
+    largest = min(height, width) + 2 * cifarnet_preprocessing.PADDING
+    if image_size > largest:
+        raise ValueError(
+            f"{flag}={image_size} is larger than the {preprocessing_name} preprocessing can crop from this data "
+            f"set's {height}x{width} images (padded by {cifarnet_preprocessing.PADDING} a side: at most {largest}); "
+            f"pass {flag}={largest} or less, or a preprocessing that resizes (e.g. --preprocessing_name=inception)."
+        )
 
 
 def input_size(requested: Optional[int], network_fn: Callable, flag: str) -> int:

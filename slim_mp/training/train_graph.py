@@ -25,7 +25,7 @@ from slim_mp.training.learning_rate import make_learning_rate
 from slim_mp.training.memory_fit import StepSettings, check_step_fits
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.numerics import NonfiniteProbe, graph_probes
-from slim_mp.training.model_setup import input_size, network_and_preprocessing
+from slim_mp.training.model_setup import check_training_crop, input_size, network_and_preprocessing
 from slim_mp.training.optimizers import make_optimizer
 from slim_mp.training.scopes import parse_scopes
 from slim_mp.training.session_start import SessionOps, make_session_ops
@@ -171,9 +171,12 @@ def _model_fn(iterator: tf1.data.Iterator, network_fn, inputs_device: str, num_c
 def training_input_iterator(config: TrainConfig, dataset: DatasetSpec, preprocess, network_fn,
                             inputs_device: str) -> Tuple[tf1.data.Iterator, Optional[InputFeed]]:
     """The training batches of this worker (its shard of the data when there are several workers), and their feed."""
+    image_size = input_size(config.train_image_size, network_fn, "--train_image_size")
+    check_training_crop(config.preprocessing_name or config.model_name, image_size, dataset.image_shape,
+                        "--train_image_size")
     options = InputOptions(
         batch_size=config.batch_size,
-        image_size=input_size(config.train_image_size, network_fn, "--train_image_size"),
+        image_size=image_size,
         is_training=True,
         num_preprocessing_threads=config.num_preprocessing_threads,
         labels_offset=config.labels_offset,

@@ -185,3 +185,19 @@ def test_unwritable_train_dir_is_named_and_verbose_adds_the_traceback(tmp_path):
     assert "Traceback" not in quiet.stderr
     verbose = run_script(TRAIN_SCRIPT, f"--train_dir={train_dir}", *LENET_ARGS, "--verbose")
     assert verbose.returncode == 2 and "Traceback" in verbose.stderr
+
+
+@pytest.mark.parametrize("size, refused", [(37, True), (36, False)])
+def test_a_train_size_cifarnet_preprocessing_cannot_crop_is_one_error_naming_the_flag(tmp_path, size, refused):
+    # Fashion-MNIST's 28x28 images padded by 4 a side give at most 36: TensorFlow would stop at the first batch
+    # with an assertion inside random_crop.
+    run = run_script(TRAIN_SCRIPT, f"--train_dir={tmp_path}", "--model_name=cifarnet", "--dataset_name=fashion_mnist",
+                     f"--train_image_size={size}", "--max_number_of_steps=1", "--batch_size=2", "--precision=float32")
+    if not refused:
+        check_ok(run)
+        return
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        "error: --train_image_size=37 is larger than the cifarnet preprocessing can crop from this data set's 28x28 "
+        "images (padded by 4 a side: at most 36); pass --train_image_size=36 or less, or a preprocessing that "
+        "resizes (e.g. --preprocessing_name=inception).")
