@@ -172,8 +172,9 @@ VARIABLE_OP_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 
 # Consumers grappler's remapper fuses into the op producing their first input, by consumer: the producer
 # types (a convolution or product with its bias add, that bias add or batch norm with its activation).
-# Border refinement never runs such a consumer in another precision than its producer: a cast between
-# them would cost the fused kernel TensorFlow runs in float32 and, with oneDNN, in bfloat16.
+# A cast between them, or a control edge out of the producer, would cost the fused kernel TensorFlow runs in
+# float32 and, with oneDNN, in bfloat16: border refinement keeps such a consumer with its producer
+# (``refine``), and a weight cast that waits for a layer waits for the end of its fusion (``weight_casts``).
 FUSED_INTO_PRODUCER = {
     "BiasAdd": frozenset({"Conv2D", "Conv3D", "DepthwiseConv2dNative", "MatMul", "BatchMatMulV2"}),
     "Relu": frozenset({"BiasAdd", "FusedBatchNormV3"}),

@@ -311,11 +311,14 @@ def test_rewrite_after_gradients_is_refused():
 
 
 def test_default_tables_name_registered_ops_only():
-    from slim_mp.graph_pass.op_classes import CLASS_NAMES, check_op_type
+    from slim_mp.graph_pass.op_classes import CLASS_NAMES, FUSED_INTO_PRODUCER, check_op_type
     for classes in (slim_mp.FLOAT16_CLASSES, slim_mp.BFLOAT16_CLASSES):
         names = [t for c in CLASS_NAMES for t in getattr(classes, c)]
         assert len(names) == len(set(names)), "an op type is in two classes"
         for op_type in names:
+            check_op_type(op_type)
+    for consumer, producers in FUSED_INTO_PRODUCER.items():
+        for op_type in (consumer, *producers):
             check_op_type(op_type)
 
 
