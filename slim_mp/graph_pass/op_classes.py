@@ -183,6 +183,12 @@ FUSED_INTO_PRODUCER = {
     "LeakyRelu": frozenset({"BiasAdd"}),
 }
 
+
+def fuses_into(consumer: tf.Operation) -> bool:
+    """Whether grappler fuses ``consumer`` into the op producing its first input (``FUSED_INTO_PRODUCER``)."""
+    return bool(consumer.inputs) and consumer.inputs[0].op.type in FUSED_INTO_PRODUCER.get(consumer.type, ())
+
+
 # Op types the rebuild replaces by a newer op that has a low-precision data type.
 UPGRADED_OP_TYPES = {"FusedBatchNorm": "FusedBatchNormV3"}
 

@@ -18,7 +18,7 @@ from typing import Dict, List, Sequence, Set, Tuple
 
 import tensorflow as tf
 
-from slim_mp.graph_pass.op_classes import FUSED_INTO_PRODUCER
+from slim_mp.graph_pass.op_classes import fuses_into
 from slim_mp.graph_pass.op_ports import OpPorts
 from slim_mp.graph_pass.paint import FLOAT32, Decision, PaintConfig, low_ops, paint
 from slim_mp.graph_pass.region import Region
@@ -32,9 +32,8 @@ def _fused_into_low_producer(low: Set[tf.Operation], ops: Set[tf.Operation]) -> 
     while grown:
         grown = False
         for op in ops - fused:
-            producer = op.inputs[0].op if op.inputs else None
-            if (producer in low and producer.type in FUSED_INTO_PRODUCER.get(op.type, ())
-                    and (producer not in ops or producer in fused)):
+            producer = op.inputs[0].op if fuses_into(op) else None
+            if producer in low and (producer not in ops or producer in fused):
                 fused.add(op)
                 grown = True
     return fused

@@ -27,7 +27,7 @@ from typing import Callable, List, Optional, Sequence
 import tensorflow as tf
 from tensorflow.python.framework import ops as framework_ops
 
-from slim_mp.graph_pass.op_classes import BFLOAT16_CLASSES, FUSED_INTO_PRODUCER
+from slim_mp.graph_pass.op_classes import BFLOAT16_CLASSES, fuses_into
 
 # Ops whose output holds a variable's value for the whole step: reading it again costs nothing.
 _VARIABLE_READ_TYPES = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
@@ -87,7 +87,7 @@ def _fusion_end(layer: tf.Operation) -> tf.Operation:
     end = layer
     while len(end.outputs) == 1 and len(end.outputs[0].consumers()) == 1 and not end._control_outputs:
         (consumer,) = end.outputs[0].consumers()
-        if end.type not in FUSED_INTO_PRODUCER.get(consumer.type, ()):
+        if consumer.inputs[0].op is not end or not fuses_into(consumer):
             break
         end = consumer
     return end
