@@ -8,15 +8,14 @@ plot draws images/s and p50 latency by batch size, one line per variant.
 """
 
 import dataclasses
-import os
 from typing import Dict, List
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
-from slim_mp.json_files import write_json_atomically
 from slim_mp.markdown_table import markdown_table
+from slim_mp.measure.benchmark.benchmark_report import write_report_files
 from slim_mp.measure.benchmark.served_models import FROZEN_GRAPH, ServedModel
 from slim_mp.measure.benchmark.serving import FRESH_WEIGHTS, REFERENCE, ServingResult, ServingRun
 from slim_mp.measure.benchmark.suite_results import BASELINE
@@ -27,7 +26,6 @@ SIZE_ALIGN = "llrrl"
 RESULT_HEADER = ("batch", "config", "format", "precision", "p50 ms", "p99 ms", "images/s", "speed-up vs float32",
                  "noise", "verdict", "conv/matmul run low")
 RESULT_ALIGN = "rlll" + "rrrrrlr"
-REPORT_KINDS = ("json", "md", "png")
 
 
 def _size_rows(models: List[ServedModel]) -> List[tuple]:
@@ -142,10 +140,5 @@ class ServingReport:
 
     def write_reports(self, output_dir: str) -> Dict[str, str]:
         """Write serving.json, .md and .png into ``output_dir`` (created if needed); their paths by kind."""
-        os.makedirs(output_dir, exist_ok=True)
-        paths = {kind: os.path.join(output_dir, f"serving.{kind}") for kind in REPORT_KINDS}
-        write_json_atomically(paths["json"], self.to_dict())
-        with open(paths["md"], "w", encoding="utf-8") as handle:
-            handle.write(self.to_markdown())
-        draw_serving(self.run, paths["png"])
-        return paths
+        return write_report_files(output_dir, "serving", self.to_dict(), self.to_markdown(),
+                                  lambda path: draw_serving(self.run, path))
