@@ -55,14 +55,24 @@ def write_tiny_graph(folder: str, batch_size=None, with_probabilities: bool = Tr
 
 @pytest.fixture(scope="module")
 def tiny_files(tmp_path_factory):
-    """(frozen graph, SavedModel folder) of the tiny graph, open batch."""
+    """Paths of the tiny graph (open batch): ``graph``, ``saved_model``, and ``other_signature``, a SavedModel
+    of it whose only signature is not ``serving_default``."""
     folder = str(tmp_path_factory.mktemp("tiny"))
     graph_file = write_tiny_graph(folder)
     graph_def = tf1.GraphDef()
     with open(graph_file, "rb") as handle:
         graph_def.ParseFromString(handle.read())
     write_saved_model(graph_def, os.path.join(folder, "saved_model"))
-    return graph_file, os.path.join(folder, "saved_model")
+    graph = tf.Graph()
+    with graph.as_default(), tf1.Session(graph=graph) as session:
+        tf.graph_util.import_graph_def(graph_def, name="")
+        signature = tf1.saved_model.signature_def_utils.predict_signature_def(
+            {"images": graph.get_tensor_by_name("input:0")}, {"logits": graph.get_tensor_by_name("logits:0")})
+        builder = tf1.saved_model.Builder(os.path.join(folder, "other_signature"))
+        builder.add_meta_graph_and_variables(session, [tf1.saved_model.SERVING], signature_def_map={"other": signature})
+        builder.save()
+    return dict(graph=graph_file, saved_model=os.path.join(folder, "saved_model"),
+                other_signature=os.path.join(folder, "other_signature"))
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +166,7 @@ def test_the_plot_is_an_image(exported_run):
 
 
 def test_existing_files_are_timed_as_given(tiny_files, tmp_path):
-    graph_file, saved_model = tiny_files
+    graph_file, saved_model = tiny_files["graph"], tiny_files["saved_model"]
     options, given = check_serving_options(ServingOptions(
         frozen_graphs=(f"float32:{graph_file}",), saved_models=(f"fp32:{saved_model}",), precisions=(),
         batch_sizes=(3,), rounds=ROUNDS, warmup=0, output_dir=str(tmp_path)))
@@ -196,8 +206,7 @@ def test_a_graph_exported_for_one_batch_is_timed_only_there(tmp_path):
 
 
 def test_each_request_feeds_host_memory_and_fetches_the_probabilities(tiny_files):
-    graph_file, _ = tiny_files
-    model = ServedModel("float32", FROZEN_GRAPH, graph_file, 0, (None, 8, 8, 3))
+    model = ServedModel("float32", FROZEN_GRAPH, tiny_files["graph"], 0, (None, 8, 8, 3))
     loaded = load_served_model(model)
     try:
         images = serving.random_images(model.input_shape, 4)
@@ -210,8 +219,7 @@ def test_each_request_feeds_host_memory_and_fetches_the_probabilities(tiny_files
 
 @pytest.mark.executed_ops
 def test_grappler_amp_is_timed_where_it_converts_and_reported_where_the_cpu_cannot_honour_it(tiny_files):
-    graph_file, _ = tiny_files
-    model = ServedModel("float32", FROZEN_GRAPH, graph_file, 0, (None, 8, 8, 3))
+    model = ServedModel("float32", FROZEN_GRAPH, tiny_files["graph"], 0, (None, 8, 8, 3))
     results = serving.time_variants([ServingVariant(model), ServingVariant(model, "bfloat16")],
                                     ServingOptions(batch_sizes=(1,), rounds=1, warmup=0), lambda line: None)
     amp = results[1]
@@ -251,17 +259,20 @@ def test_the_verdict_is_the_noise_rules(speedup, noise, expected):
     (lambda p: dict(frozen_graphs=(f"float32:{p['no_probabilities']}",)), "has no node 'probabilities'"),
     (lambda p: dict(frozen_graphs=(f"float32:{p['saved_model']}",)), "is a folder; pass the frozen graph's .pb"),
     (lambda p: dict(saved_models=(f"float32:{p['graph']}",)), "is not a SavedModel folder (no saved_model.pb)"),
+    (lambda p: dict(saved_models=(f"float32:{p['other_signature']}",)),
+     "has no 'serving_default' signature from 'images' to 'probabilities'"),
     (lambda p: dict(frozen_graphs=(f"float32:{p['graph']}",), checkpoint_path="ckpt"),
-     "checkpoint_path freezes weights"),
+     "checkpoint_path shapes the exports this run would make"),
+    (lambda p: dict(saved_models=(f"float32:{p['saved_model']}",), image_size=96), "image_size shapes the exports"),
+    (lambda p: dict(frozen_graphs=(f"float32:{p['graph']}",), precisions=("bfloat16",), dataset_name="cifar10"),
+     "dataset_name shapes the exports"),
     (lambda p: dict(checkpoint_path=p["graph"]), "--checkpoint_path="),
 ])
 def test_bad_input_names_the_argument(kwargs, expected, tiny_files, tmp_path):
-    graph_file, saved_model = tiny_files
     not_a_graph = tmp_path / "notes.pb"
     not_a_graph.write_text("not a graph {")
     no_probabilities = write_tiny_graph(str(tmp_path), with_probabilities=False)
-    paths = dict(graph=graph_file, saved_model=saved_model, not_a_graph=str(not_a_graph),
-                 no_probabilities=no_probabilities)
+    paths = dict(tiny_files, not_a_graph=str(not_a_graph), no_probabilities=no_probabilities)
     options = ServingOptions(**{"model_name": "lenet", "output_dir": str(tmp_path / "out"), **kwargs(paths)})
     with pytest.raises(ValueError) as raised:
         check_serving_options(options)
@@ -282,7 +293,7 @@ def test_a_second_run_into_the_same_folder_is_refused_before_exporting(exported_
 ])
 def test_the_script_reports_bad_input_in_one_line_and_writes_nothing(arguments, expected_start, tiny_files,
                                                                       tmp_path):
-    paths = dict(missing=str(tmp_path / "missing.pb"), graph=tiny_files[0])
+    paths = dict(tiny_files, missing=str(tmp_path / "missing.pb"))
     output_dir = tmp_path / "out"
     process = run_script(SCRIPT, *(a.format(**paths) for a in arguments), f"--output_dir={output_dir}")
     check_bad_input(process, expected_start.format(**paths))

@@ -94,9 +94,12 @@ def _read_graph_def(path: str, name: str) -> tf1.GraphDef:
     """The GraphDef in ``path``, binary or text (``--write_text_graphdef``); ArgumentError naming ``name``."""
     if os.path.isdir(path):
         raise ArgumentError(f"{argument(name)}: {path} is a folder; pass the frozen graph's .pb file "
-                            "(a SavedModel folder goes to --saved_models).")
-    with open(path, "rb") as handle:
-        content = handle.read()
+                            f"(a SavedModel folder goes to {argument(FORMAT_ARGUMENTS[SAVED_MODEL])}).")
+    try:
+        with open(path, "rb") as handle:
+            content = handle.read()
+    except OSError as error:
+        raise ArgumentError(f"{argument(name)}: {path} cannot be read ({error.strerror}).") from None
     graph_def = tf1.GraphDef()
     try:
         graph_def.ParseFromString(content)
@@ -124,7 +127,7 @@ def _frozen_graph_input(path: str, name: str) -> Tuple[Optional[int], ...]:
                                 f"export_inference_graph.py wrote (input {INPUT_NAME!r}, output {OUTPUT_NAME!r}).")
     if any(node.op in VARIABLE_OP_TYPES for node in graph_def.node):
         raise ArgumentError(f"{argument(name)}: {path} holds variables, not frozen weights; export it with "
-                            "--checkpoint_path.")
+                            "export_inference_graph.py --checkpoint_path.")
     return _shape(nodes[INPUT_NAME].attr["shape"].shape)
 
 
@@ -134,11 +137,11 @@ def _saved_model_input(path: str, name: str) -> Tuple[Optional[int], ...]:
         raise ArgumentError(f"{argument(name)}: {path} is not a SavedModel folder (no {SAVED_MODEL_FILE}); pass "
                             "the folder export_inference_graph.py --saved_model_dir wrote.")
     saved_model = saved_model_pb2.SavedModel()
-    with open(proto_path, "rb") as handle:
-        try:
+    try:
+        with open(proto_path, "rb") as handle:
             saved_model.ParseFromString(handle.read())
-        except message.DecodeError:
-            raise ArgumentError(f"{argument(name)}: {proto_path} is not a SavedModel.") from None
+    except (OSError, message.DecodeError):
+        raise ArgumentError(f"{argument(name)}: {proto_path} cannot be read as a SavedModel.") from None
     serving = [graph for graph in saved_model.meta_graphs if tf1.saved_model.SERVING in graph.meta_info_def.tags]
     signature = serving[0].signature_def.get(SIGNATURE_KEY) if serving else None
     if signature is None or SIGNATURE_INPUT not in signature.inputs or OUTPUT_NAME not in signature.outputs:
@@ -155,7 +158,7 @@ def check_served_model(model: ServedModel, name: str) -> ServedModel:
     shape = reader(model.path, name)
     if len(shape) < 4 or any(size is None for size in shape[1:]):
         raise ArgumentError(f"{argument(name)}: {model.path} takes input of shape {list(shape)}; export it with "
-                            "a fixed --image_size (the batch may stay open).")
+                            "export_inference_graph.py and a fixed --image_size (the batch may stay open).")
     return dataclasses.replace(model, input_shape=shape)
 
 

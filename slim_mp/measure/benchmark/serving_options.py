@@ -22,6 +22,8 @@ from slim_mp.training import check_model_name, resolve_checkpoint
 # The sub-folder of the output folder that holds the models a run exported.
 EXPORTS_FOLDER = "exports"
 FORMATS = (FROZEN_GRAPH, SAVED_MODEL)
+# The options that only shape an export: with given files they would be silently ignored, so they are refused.
+EXPORT_ONLY = ("checkpoint_path", "image_size", "dataset_name", "dataset_dir", "labels_offset")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +75,12 @@ def _check_counts(options: ServingOptions) -> None:
 
 def _check_given(options: ServingOptions) -> List[ServedModel]:
     """The files of ``--frozen_graphs``/``--saved_models``, checked; float32 must be among each format's."""
-    if options.checkpoint_path:
-        raise ArgumentError(f"{argument('checkpoint_path')} freezes weights into exports this run would make, but "
-                            f"{argument('frozen_graphs')}/{argument('saved_models')} give files with their weights; "
-                            "drop one.")
+    defaults = {field.name: field.default for field in dataclasses.fields(ServingOptions)}
+    for name in EXPORT_ONLY:
+        if getattr(options, name) != defaults[name]:
+            raise ArgumentError(f"{argument(name)} shapes the exports this run would make, but "
+                                f"{argument('frozen_graphs')}/{argument('saved_models')} give exported files (their "
+                                f"weights and input fixed); drop {argument(name)} or those.")
     models = []
     for served_format, items in ((FROZEN_GRAPH, options.frozen_graphs), (SAVED_MODEL, options.saved_models)):
         given = parse_served_models(items, served_format)
