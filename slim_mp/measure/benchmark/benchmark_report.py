@@ -9,7 +9,7 @@ a memory budget adds the largest batch within it per (model, configuration).
 
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -189,6 +189,19 @@ def draw_speedups(run: SuiteRun, path: str) -> None:
     figure.savefig(path, dpi=120)
 
 
+def write_report_files(output_dir: str, stem: str, content: dict, markdown: str,
+                       draw: Callable[[str], None]) -> Dict[str, str]:
+    """Write ``stem``.json (``content``), .md (``markdown``) and .png (``draw(path)``) into ``output_dir``
+    (created if needed); their paths by kind (``json``, ``md``, ``png``)."""
+    os.makedirs(output_dir, exist_ok=True)
+    paths = {kind: os.path.join(output_dir, f"{stem}.{kind}") for kind in ("json", "md", "png")}
+    write_json_atomically(paths["json"], content)
+    with open(paths["md"], "w", encoding="utf-8") as handle:
+        handle.write(markdown)
+    draw(paths["png"])
+    return paths
+
+
 @dataclasses.dataclass(frozen=True)
 class BenchmarkReport:
     """The report of one ``SuiteRun``: the report verbs every tool of ``slim_mp.measure`` shares."""
@@ -217,10 +230,5 @@ class BenchmarkReport:
 
     def write_reports(self, output_dir: str) -> Dict[str, str]:
         """Write benchmark.json, .md and .png into ``output_dir`` (created if needed); their paths by kind."""
-        os.makedirs(output_dir, exist_ok=True)
-        paths = {kind: os.path.join(output_dir, f"benchmark.{kind}") for kind in ("json", "md", "png")}
-        write_json_atomically(paths["json"], self.to_dict())
-        with open(paths["md"], "w", encoding="utf-8") as handle:
-            handle.write(self.to_markdown())
-        draw_speedups(self.run, paths["png"])
-        return paths
+        return write_report_files(output_dir, "benchmark", self.to_dict(), self.to_markdown(),
+                                  lambda path: draw_speedups(self.run, path))

@@ -53,7 +53,7 @@ def _low_precision_getter(precision: tf.DType):
     return getter
 
 
-def _grappler_config(precision: tf.DType, device_type: str) -> config_pb2.ConfigProto:
+def grappler_amp_config(precision: tf.DType, device_type: str) -> config_pb2.ConfigProto:
     """Session config that turns on grappler's auto mixed precision for ``precision`` on ``device_type``."""
     rewrite_options = rewriter_config_pb2.RewriterConfig()
     on = rewriter_config_pb2.RewriterConfig.ON
@@ -105,7 +105,7 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
                 unfolded_slot_initializers():
             step.train_op = optimizer.minimize(loss)
         step.graph_casts = sum(1 for op in graph.get_operations() if op.type == "Cast")
-        session_config = _grappler_config(precision, device_type()) if config == "grappler" else None
+        session_config = grappler_amp_config(precision, device_type()) if config == "grappler" else None
         step.session = tf.compat.v1.Session(graph=graph, config=session_config)
         step.session.run(tf.compat.v1.global_variables_initializer())
     return step
