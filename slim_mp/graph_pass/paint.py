@@ -55,9 +55,6 @@ class PaintConfig:
     # Run the tail after the last allow op in float32 when that needs fewer casts (``refine``); the
     # measured placement turns it off where keeping the tail low was timed faster.
     demote_tail: bool = True
-    # Not for painting: the kernel of each gradient of the ops that go low (op name -> input index ->
-    # ``GradientKernel``), as the measured placement chose them; ``rebuild`` applies them.
-    gradient_kernels: Mapping[str, Mapping[int, str]] = dataclasses.field(default_factory=dict)
 
 
 def is_variable_read(op: tf.Operation) -> bool:

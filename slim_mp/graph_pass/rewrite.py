@@ -11,13 +11,14 @@ import collections
 import dataclasses
 import time
 import warnings
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import tensorflow as tf
 
 from slim_mp.devices import device_type as detected_device_type
 from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
+from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts
 from slim_mp.graph_pass.placement import (PlacementOptions, PlacementPlan, emulated_placement, measured_placement,
@@ -54,7 +55,7 @@ class RewritePlan:
     decisions: Dict[tf.Operation, Decision]
     low_ops: List[tf.Operation]
     placement: Optional[PlacementPlan]
-    gradient_kernels: Mapping[str, Mapping[int, str]] = dataclasses.field(default_factory=dict)
+    gradient_kernels: GradientKernels = GradientKernels()
 
 
 def plan_rewrite(fetches: Any, precision: PrecisionLike = "float16",
@@ -94,9 +95,10 @@ def plan_rewrite(fetches: Any, precision: PrecisionLike = "float16",
         objectives = [t for t in tf.nest.flatten(fetches, expand_composites=True)
                       if isinstance(t, tf.Tensor) and t.dtype.is_floating]
         measured = measured_placement(region, paint_config, placement_options, objectives)
-        paint_config = measured.applied(paint_config, region.graph)
+        paint_config = measured.applied(paint_config)
     decisions, low = painted_low_ops(region, paint_config)
-    return RewritePlan(dtype, device, region, decisions, low, measured, paint_config.gradient_kernels)
+    kernels = measured.gradient_kernels if measured is not None else GradientKernels()
+    return RewritePlan(dtype, device, region, decisions, low, measured, kernels)
 
 
 def rewrite(

@@ -44,7 +44,7 @@ from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candid
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.decisions import check_decisions_fit, wait_for_decisions, write_decisions
-from slim_mp.graph_pass.gradient_kernels import gradient_roles
+from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, follower_islands, low_regions, step_words
 from slim_mp.graph_pass.placement.kernel_choice import KernelChoice, choose_kernels
 from slim_mp.graph_pass.placement.noise import pooled_noise
@@ -85,8 +85,7 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
         plan = wait_for_decisions(path, config.precision, wait, options.poll_seconds)
         if plan is not None:
             check_decisions_fit(plan, region, path)
-            plan.seconds = time.perf_counter() - started
-            return plan
+            return dataclasses.replace(plan, seconds=time.perf_counter() - started)
         if not options.write_decisions:
             warnings.warn(f"placement: {path} did not appear within {options.wait_seconds:.0f}s; measuring here, "
                           "so this worker's graph may differ from the chief's.", stacklevel=2)
@@ -195,23 +194,18 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
             pool.build_ahead([all_float32_candidate(signatures)])
         estimate, choices, measured, cached, machine_noise = _op_timings(
             region, config, signatures, cache, options, pool.wait_idle if pool is not None else None)
-        kernels = {name: choice.kernels for name, choice in choices.items() if choice.kernels}
-        config = dataclasses.replace(config, gradient_kernels=kernels)
-        if pool is not None:
-            pool.use_gradient_kernels(kernels)
+        kernels = GradientKernels.chosen({region.graph.get_operation_by_name(name): choice.kernels
+                                          for name, choice in choices.items()})
         if ahead and any(t.low_ms < t.float32_ms for t in estimate.timings.values()):
             # Some op is faster low, so the check will likely time it: open it while the search runs.
             pool.start([all_float32_candidate(signatures)])
-        timings = estimate.timings
         found = _candidates(region, estimate)
         timed = shortlist(found, estimate, options)
-        reference = all_float32_candidate(timings)
-        context = SearchContext(config, options, cache, estimate, copy, why_not,
-                                all_float32=next((c for c in found if c == reference), reference), steps=pool,
+        context = SearchContext(config, options, cache, estimate, copy, why_not, kernels, steps=pool,
                                 machine_noise=machine_noise)
         if copy is not None and worth_timing(timed, options):
             timed = _with_steps(context, timed)
-        chosen = decide_by_steps(timed, timings, context.precision, options) or timed[0]
+        chosen = decide_by_steps(context, timed) or timed[0]
         check = None
         if options.times_whole_steps() and context.lowered(chosen):
             chosen, check = _checked(context, chosen, timed)
@@ -226,13 +220,11 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
     compared.update({c: c for c in timed})
     fixed = options.fixed_timings()
     low_ops = sorted(context.lowered(chosen))
-    roles = {name: gradient_roles(region.graph.get_operation_by_name(name).type) for name in kernels}
     return PlacementPlan(
         float32_ops=dict(sorted(chosen.reasons.items())),
         low_ops=low_ops, tail_low=chosen.tail_low,
-        gradient_kernels={name: {roles[name][index]: str(kernel) for index, kernel in sorted(kernels[name].items())}
-                          for name in low_ops if name in kernels},
-        gradient_reasons={name: choices[name].reason for name in low_ops if name in kernels},
+        gradient_kernels=kernels.only(low_ops),
+        gradient_reasons={name: choices[name].reason for name in low_ops if name in kernels.names()},
         timed_step=step_words(options.target.training),
         estimated_ms=estimate(chosen), static_estimated_ms=estimate(static_candidate()),
         float32_estimated_ms=estimate(context.all_float32),

@@ -16,6 +16,7 @@ import dataclasses
 from typing import Callable, Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
+from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.estimate import Estimator, step_words
 from slim_mp.graph_pass.placement.options import PlacementOptions
 from slim_mp.graph_pass.placement.signatures import OpTiming
@@ -105,7 +106,8 @@ def find_candidates(estimators: Sequence[Estimator], regions: Sequence[FrozenSet
     """
     judge = estimators[-1]
     units = list(islands) + list(regions)  # an op's reason names its smallest unit
-    found = [static_candidate(), _best_of(frozenset(judge.timings), "all float32", judge, units, precision)]
+    all_float32 = all_float32_candidate(judge.timings).float32_ops
+    found = [static_candidate(), _best_of(all_float32, "all float32", judge, units, precision)]
     for estimate in estimators:
         found.append(_per_op(estimate, precision))
         best = choose_demoted(lambda names: estimate(Candidate(names)), estimate.allow_timings(), regions,
@@ -143,8 +145,7 @@ def worth_timing(timed: Sequence[Candidate], options: PlacementOptions) -> bool:
     return len(timed) > 1 and not options.noise.is_noise(min(estimates), max(estimates))
 
 
-def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming], precision: str,
-                    options: PlacementOptions) -> Optional[Candidate]:
+def decide_by_steps(context: SearchContext, timed: Sequence[Candidate]) -> Optional[Candidate]:
     """The fastest timed candidate, its reasons now the whole steps'; all float32 unless beaten beyond the noise.
 
     Beyond the noise: by more than ``max(noise.floor, the fastest step's measured noise against the
@@ -153,8 +154,9 @@ def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming],
     with_steps = [c for c in timed if c.step_ms is not None]
     if not with_steps:
         return None
+    options, precision, timings = context.options, context.precision, context.estimate.timings
     fastest = min(with_steps, key=lambda c: c.step_ms)
-    all_float32 = next((c for c in with_steps if c == all_float32_candidate(timings)), None)
+    all_float32 = next((c for c in with_steps if c == context.all_float32), None)
     chosen = fastest
     if all_float32 is not None and fastest is not all_float32:
         wins = options.noise.win_verdict(precision, fastest.step_ms, all_float32.step_ms, fastest.step_noise).wins

@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence
 
 import tensorflow as tf
 
+from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
@@ -76,8 +77,9 @@ class StepRounds:
 
 
 def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], options: PlacementOptions,
-                         rounds: StepRounds) -> List[Optional[Timed]]:
-    """One step of each candidate (from ``pool``, warmed up there) timed in up to ``rounds.runs`` interleaved
+                         rounds: StepRounds, kernels: GradientKernels = GradientKernels()) -> List[Optional[Timed]]:
+    """One step of each candidate (from ``pool``, warmed up there; its low ops' gradients by ``kernels``) timed
+    in up to ``rounds.runs`` interleaved
     rounds, fewer once every step's verdict against candidate ``rounds.reference`` is settled: its fastest
     milliseconds and the noise of comparing it with that candidate; None for one that fails to run.
 
@@ -85,8 +87,8 @@ def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], option
     a step timed in fewer rounds than a spread needs (``MIN_NOISE_ROUNDS``) then carries that noise.
     """
     reference, machine_noise = rounds.reference, rounds.machine_noise
-    pool.start(candidates)
-    steps = [pool.step(candidate) for candidate in candidates]
+    pool.start(candidates, kernels)
+    steps = [pool.step(candidate, kernels) for candidate in candidates]
     pool.wait_idle()
     times = interleaved_ms([step.run for step in steps], rounds.runs,
                            still_open=until_settled(options, reference, machine_noise, rounds.min_rounds),
@@ -108,9 +110,9 @@ def _painting_digest(context: SearchContext, candidate: Candidate) -> str:
     """What distinguishes ``candidate``'s step from another of the same copy: its low ops and their gradient
     kernels."""
     low = sorted(context.estimate.painted(candidate)[1])
-    kernels = context.config.gradient_kernels
+    graph = context.estimate.region.graph
     painting = low + [f"{name}:{index}:{kernel}" for name in low
-                      for index, kernel in sorted(kernels.get(name, {}).items())]
+                      for index, kernel in sorted(context.kernels.by_input(graph.get_operation_by_name(name)).items())]
     return hashlib.sha1("|".join(painting).encode()).hexdigest()[:20]
 
 
@@ -137,7 +139,7 @@ def steps_timed(context: SearchContext, candidates: Sequence[Candidate], referen
     machine_noise = None if comparing else context.machine_noise
     measure = options.measure_steps or (lambda timed, base: time_candidate_steps(
         context.steps, timed, options,
-        StepRounds(runs, base, machine_noise, MIN_NOISE_ROUNDS if comparing else None)))
+        StepRounds(runs, base, machine_noise, MIN_NOISE_ROUNDS if comparing else None), context.kernels))
     try:
         times = measure(candidates, reference)
     except _STEP_ERRORS as error:
