@@ -14,8 +14,9 @@ exported here; code outside ``graph_pass`` imports them from ``slim_mp.graph_pas
 
 from slim_mp.graph_pass.op_classes import (BFLOAT16_CLASSES, FLOAT16_CLASSES, VARIABLE_OP_TYPES, OpClasses,
                                            check_op_type)
-from slim_mp.graph_pass.placement import (DECISIONS_FILE_NAME, MeasuringTarget, NoiseRule, PlacementOptions,
-                                          PlacementPlan, default_placement, resolve_placement, timing_cache_dir)
+from slim_mp.graph_pass.placement import (DECISIONS_FILE_NAME, MeasuringTarget, NoiseRule, Placement, PlacementFiles,
+                                          PlacementMeasuring, PlacementOptions, PlacementPlan, PlacementTuning,
+                                          default_placement, resolve_placement, timing_cache_dir)
 from slim_mp.graph_pass.region import in_scopes, select_region
 from slim_mp.graph_pass.report import RewriteReport
 from slim_mp.graph_pass.rewrite import RewritePlan, plan_rewrite, rewrite
@@ -23,7 +24,8 @@ from slim_mp.graph_pass.rewrite_options import RewriteOptions, rewrite_options_f
 
 __all__ = [
     "BFLOAT16_CLASSES", "FLOAT16_CLASSES", "VARIABLE_OP_TYPES", "OpClasses", "check_op_type", "DECISIONS_FILE_NAME",
-    "MeasuringTarget", "NoiseRule", "PlacementOptions", "PlacementPlan", "default_placement", "resolve_placement",
+    "MeasuringTarget", "NoiseRule", "Placement", "PlacementFiles", "PlacementMeasuring", "PlacementOptions",
+    "PlacementPlan", "PlacementTuning", "default_placement", "resolve_placement",
     "timing_cache_dir", "in_scopes",
     "select_region", "RewriteReport", "RewritePlan",
     "plan_rewrite", "rewrite", "RewriteOptions", "rewrite_options_from",

@@ -81,10 +81,8 @@ def plan_rewrite(fetches: Any, precision: PrecisionLike = "float16",
     if options.include_update_ops and update_ops:
         region = select_region([fetches, update_ops])
     # Where the step will run: the painting and every timing take their device from it.
-    placement_options = options.placement_options or PlacementOptions()
-    target = placement_options.target.placed(region.ops)
-    placement_options = dataclasses.replace(placement_options, target=target)
-    device = options.device_type or target.device_type() or detected_device_type()
+    placement_options = (options.placement_options or PlacementOptions()).placed(region.ops)
+    device = options.device_type or placement_options.measuring.target.device_type() or detected_device_type()
     paint_config = PaintConfig(dtype, classes, list(options.keep_fp32_scopes), device)
     measured = None
     emulated = emulation_warning(dtype.name, device)

@@ -1,7 +1,7 @@
 """The measured placement, end to end. The decision, in the order the code below takes it; each step names
 its function, and ``_decided`` calls steps 2-7 in this order:
 
-1. Pinned (``_pinned``): if ``options.decisions_file`` holds a plan for this precision and graph, return it
+1. Pinned (``_pinned``): if ``files.decisions_file`` holds a plan for this precision and graph, return it
    (a worker that may not write waits ``wait_seconds`` for the chief's file, then measures itself, with a
    warning). Else decide (2-7) and, when ``write_decisions``, pin the plan there (``decisions``).
 2. Timings (``_op_timings``): the allow ops the static painting makes low, and the ops that follow them
@@ -53,12 +53,13 @@ from slim_mp.graph_pass.placement.estimate import (CastModel, Estimator, fit_cas
                                                    low_regions, step_words)
 from slim_mp.graph_pass.placement.kernel_choice import choose_kernels
 from slim_mp.graph_pass.placement.noise import pooled_noise
-from slim_mp.graph_pass.placement.options import Placement, PlacementOptions
+from slim_mp.graph_pass.placement.options import Placement, PlacementFiles, PlacementOptions, PlacementTuning
 from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.region_copy import RegionCopy, copy_for_timing, smaller_for_timing
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming, cast_signature, op_signature
-from slim_mp.graph_pass.placement.step_check import StepCheck, check_batch, judge, not_checked, reused_check
+from slim_mp.graph_pass.placement.target import MeasuringTarget
+from slim_mp.graph_pass.placement.step_check import StepCheck, whole_step_check
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
 from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
 from slim_mp.graph_pass.region import Region
@@ -79,30 +80,31 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
       The plan; ``apply_placement(config, plan.chosen())`` paints with it.
 
     Raises:
-      ValueError: when ``options.decisions_file`` is damaged or was written for another precision or
+      ValueError: when ``options.files.decisions_file`` is damaged or was written for another precision or
         another graph, or the fixed timings file is missing or damaged.
     """
     options = options or PlacementOptions()
-    plan = _pinned(region, config, options)
+    files = options.files
+    plan = _pinned(region, config, files)
     if plan is not None:
         return plan
     plan = _decided(region, config, options, objectives)
-    if options.decisions_file and options.write_decisions:
-        write_decisions(options.decisions_file, plan, config.precision, options.target.describe())
+    if files.decisions_file and files.write_decisions:
+        write_decisions(files.decisions_file, plan, config.precision, options.measuring.target.describe())
     return plan
 
 
-def _pinned(region: Region, config: PaintConfig, options: PlacementOptions) -> Optional[PlacementPlan]:
-    """Step 1: the plan pinned in ``options.decisions_file`` for this graph, None when there is none to reuse."""
-    path = options.decisions_file
+def _pinned(region: Region, config: PaintConfig, files: PlacementFiles) -> Optional[PlacementPlan]:
+    """Step 1: the plan pinned in ``files.decisions_file`` for this graph, None when there is none to reuse."""
+    path = files.decisions_file
     if not path:
         return None
     started = time.perf_counter()
-    wait = 0.0 if options.write_decisions else options.wait_seconds
-    plan = wait_for_decisions(path, config.precision, wait, options.poll_seconds)
+    wait = 0.0 if files.write_decisions else files.wait_seconds
+    plan = wait_for_decisions(path, config.precision, wait, files.poll_seconds)
     if plan is None:
-        if not options.write_decisions:
-            warnings.warn(f"placement: {path} did not appear within {options.wait_seconds:.0f}s; measuring here, "
+        if not files.write_decisions:
+            warnings.warn(f"placement: {path} did not appear within {files.wait_seconds:.0f}s; measuring here, "
                           "so this worker's graph may differ from the chief's.", stacklevel=3)
         return None
     check_decisions_fit(plan, region, path)
@@ -147,14 +149,15 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
              objectives: Sequence[tf.Tensor]) -> PlacementPlan:
     """Steps 2-7, in order; built steps stay open (``StepPool``) until the check is done."""
     started = time.perf_counter()
-    signatures = _timed_signatures(region, config, options.time_followers)
+    measuring = options.measuring
+    signatures = _timed_signatures(region, config, measuring.time_followers)
     copy, why_not = _step_copy(region, options, objectives, bool(signatures))
-    cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
-    pool = StepPool(copy, config, options.target, options.step_warmup) if copy is not None else None
+    cache = TimingCache(cache_dir(options.files.cache_dir), measuring.target.describe(), config.precision)
+    pool = StepPool(copy, config, measuring.target, measuring.step_warmup) if copy is not None else None
     try:
-        ahead = _float32_ahead(pool, config, options, cache, signatures)
+        ahead = _float32_ahead(pool, config, cache, signatures)
         times = _op_timings(config, signatures, cache, options, pool.wait_idle if pool is not None else None)
-        chosen_kernels = _gradient_kernels(region, config, times, options)
+        chosen_kernels = _gradient_kernels(region, config, times, options.tuning)
         if ahead is not None and any(t.low_ms < t.float32_ms for t in chosen_kernels.estimate.timings.values()):
             pool.start([ahead])  # some op is faster low, so the check will likely time it: open it meanwhile
         context = SearchContext(config, options, cache, chosen_kernels.estimate, copy, why_not,
@@ -190,25 +193,25 @@ def _step_copy(region: Region, options: PlacementOptions, objectives: Sequence[t
     if not (options.times_whole_steps() and anything_timed):
         return None, ""
     copy, why_not = copy_for_timing(region, objectives)
-    return (smaller_for_timing(copy, options.step_max_batch) if copy is not None else None), why_not
+    return (smaller_for_timing(copy, options.measuring.step_max_batch) if copy is not None else None), why_not
 
 
-def _check_likely(config: PaintConfig, options: PlacementOptions) -> bool:
+def _check_likely(config: PaintConfig, target: MeasuringTarget) -> bool:
     """Whether the low precision is native where the step runs: then the check almost always times
     the all-float32 step, so its graph is worth building while the micro-benchmarks warm up (only
     when they run: with every op timing cached there is no warm-up to hide it behind, and the
     check's rounds are likely cached too)."""
     device = detect_device()
-    kind = options.target.device_type() or device.kind
+    kind = target.device_type() or device.kind
     return kind == device.kind and precision_support(device)[config.precision.name].native
 
 
-def _float32_ahead(pool: Optional[StepPool], config: PaintConfig, options: PlacementOptions, cache: TimingCache,
+def _float32_ahead(pool: Optional[StepPool], config: PaintConfig, cache: TimingCache,
                    signatures: Dict[str, OpSignature]) -> Optional[Candidate]:
     """The all-float32 step of the ops about to be timed, built in the background while the micro-benchmarks
     warm up, where the check will likely time it (``_check_likely``) and there are micro-benchmarks to hide
     behind; None when nothing is built ahead."""
-    if pool is None or not _check_likely(config, options) or cache.has_op_timings(signatures.values()):
+    if pool is None or not _check_likely(config, pool.target) or cache.has_op_timings(signatures.values()):
         return None
     ahead = all_float32_candidate(signatures)
     pool.build_ahead([ahead])
@@ -218,22 +221,23 @@ def _float32_ahead(pool: Optional[StepPool], config: PaintConfig, options: Place
 def _op_timings(config: PaintConfig, signatures: Dict[str, OpSignature], cache: TimingCache,
                 options: PlacementOptions, before_rounds: Optional[Callable[[], object]]) -> OpTimes:
     """Step 2: the timed ops' timings (by name), the cast model, and what was measured now."""
-    wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
+    measuring = options.measuring
+    wanted = list(signatures.values()) + [cast_signature(n) for n in measuring.cast_sizes]
     by_signature, measured, cached = timings_for(wanted, cache, options, config.precision, before_rounds)
     noises = [by_signature[s].noise for s in measured if s in by_signature and s.op_type != CAST]
     timings = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
-    casts = fit_cast_model(by_signature, options.cast_sizes, options.target.training)
+    casts = fit_cast_model(by_signature, measuring.cast_sizes, measuring.target.training)
     return OpTimes(timings, casts, len(measured), cached, pooled_noise(noises))
 
 
 def _gradient_kernels(region: Region, config: PaintConfig, times: OpTimes,
-                      options: PlacementOptions) -> ChosenKernels:
+                      tuning: PlacementTuning) -> ChosenKernels:
     """Step 3: each timed op's gradient kernels (``kernel_choice``), and the estimate with their low times."""
     ops = {name: region.graph.get_operation_by_name(name) for name in times.timings}
-    choices = {name: choose_kernels(ops[name], timing, times.casts, options.noise, config.precision.name)
+    choices = {name: choose_kernels(ops[name], timing, times.casts, tuning.noise, config.precision.name)
                for name, timing in times.timings.items()}
     timings = {name: dataclasses.replace(times.timings[name], low_ms=choice.low_ms) for name, choice in choices.items()}
-    estimate = Estimator(region, config, timings, times.casts, options.low_precision_margin)
+    estimate = Estimator(region, config, timings, times.casts, tuning.low_precision_margin)
     kernels = GradientKernels.chosen({ops[name]: choice.kernels for name, choice in choices.items()})
     return ChosenKernels(kernels, {name: choices[name].reason for name in kernels.names()}, estimate)
 
@@ -252,8 +256,9 @@ def _candidates(region: Region, estimate: Estimator) -> List[Candidate]:
 def _whole_steps(context: SearchContext, found: Sequence[Candidate]) -> Tuple[List[Candidate], Candidate]:
     """Step 5: the shortlist, each with its whole step and that step's noise against the all-float32 one
     (when timed), and the one chosen (``search.decide_by_steps``, else the best estimate)."""
-    timed = shortlist(found, context.estimate, context.options)
-    if context.copy is not None and worth_timing(timed, context.options):
+    tuning = context.options.tuning
+    timed = shortlist(found, context.estimate, tuning)
+    if context.copy is not None and worth_timing(timed, tuning.noise):
         reference = timed.index(context.all_float32) if context.all_float32 in timed else 0
         times = steps_timed(context, timed, reference, StepBatch.COMPARE)
         if times is not None:
@@ -268,31 +273,12 @@ def _checked(context: SearchContext, chosen: Candidate,
     it does not apply: nothing lowered, or whole steps not timed)."""
     if not (context.options.times_whole_steps() and context.lowered(chosen)):
         return chosen, None
-    kept, check = _step_check(context, chosen, timed)
+    kept, check = whole_step_check(context, chosen, timed)
     copy = context.copy
     if copy is not None and copy.full_batch is not None:
         check = dataclasses.replace(check, reason=f"{check.reason} (whole steps of {copy.batch()} of the step's "
                                                   f"{copy.full_batch} examples)")
     return kept, check
-
-
-def _step_check(context: SearchContext, chosen: Candidate, timed: Sequence[Candidate]) -> Tuple[Candidate, StepCheck]:
-    """The check of step 6 itself: the search's rounds when they answer it, else ``chosen``'s step timed beside
-    all float32 (and static's, when it lost)."""
-    if context.copy is None:
-        return chosen, not_checked(context.why_not_copied)
-    reused = reused_check(timed, chosen, context.all_float32, context.precision, context.options)
-    if reused is not None:
-        return reused
-    static = static_candidate()
-    if context.steps is not None:
-        context.steps.keep_only([chosen, context.all_float32, static])
-    batch = check_batch(chosen, context.all_float32)
-    times = steps_timed(context, batch, len(batch) - 1, StepBatch.CHECK)
-    if times is None:
-        return chosen, not_checked("timing the steps failed")
-    return judge(batch, times, context.precision, context.options,
-                 lambda: steps_timed(context, [static, context.all_float32], 1, StepBatch.STATIC))
 
 
 def _plan(context: SearchContext, searched: Searched, times: OpTimes, kernel_reasons: Dict[str, str],
@@ -307,7 +293,7 @@ def _plan(context: SearchContext, searched: Searched, times: OpTimes, kernel_rea
     return PlacementPlan(
         float32_ops=dict(sorted(chosen.reasons.items())), low_ops=low_ops, tail_low=chosen.tail_low,
         gradient_kernels=kernels, gradient_reasons={name: kernel_reasons[name] for name in sorted(kernels.names())},
-        timed_step=step_words(options.target.training),
+        timed_step=step_words(options.measuring.target.training),
         estimated_ms=estimate(chosen), static_estimated_ms=estimate(static_candidate()),
         float32_estimated_ms=estimate(context.all_float32),
         measured_signatures=times.measured, cached_signatures=times.cached,

@@ -23,7 +23,7 @@ from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
-from slim_mp.graph_pass.placement.options import PlacementOptions
+from slim_mp.graph_pass.placement.noise import NoiseRule
 from slim_mp.timing import MIN_NOISE_ROUNDS, StillOpen, Timed, interleaved_ms, timed_against
 
 # What building or running a candidate's step can raise; any of them means "decide on the estimate".
@@ -38,10 +38,10 @@ class StepBatch(enum.StrEnum):
     STATIC = "check-static"
 
 
-def until_settled(options: PlacementOptions, reference: int, machine_noise: Optional[float] = None,
+def until_settled(noise: NoiseRule, reference: int, machine_noise: Optional[float] = None,
                   min_rounds: Optional[int] = None) -> StillOpen:
     """Rounds go on for all steps while any step's verdict against step ``reference`` is not settled
-    (``NoiseRule.settled``), and for at least ``min_rounds`` rounds (default ``options.settle_step_runs``:
+    (``NoiseRule.settled``), and for at least ``min_rounds`` rounds (default ``noise.settle_step_runs``:
     the check's verdict is the guarantee); a reference that did not run leaves them all to the last round.
 
     With ``machine_noise`` (the noise measured just before), every verdict clear in every round so
@@ -54,12 +54,12 @@ def until_settled(options: PlacementOptions, reference: int, machine_noise: Opti
             return everyone
         others = [values for index, values in enumerate(times) if values and index != reference]
         if machine_noise is not None and all(
-                options.noise.is_clear(values, times[reference], machine_noise)
+                noise.is_clear(values, times[reference], machine_noise)
                 for values in others):
             return []
-        if len(times[reference]) < (options.settle_step_runs if min_rounds is None else min_rounds):
+        if len(times[reference]) < (noise.settle_step_runs if min_rounds is None else min_rounds):
             return everyone
-        settled = all(options.noise.settled(values, times[reference]) for values in others)
+        settled = all(noise.settled(values, times[reference]) for values in others)
         return [] if settled else everyone
 
     return still_open
@@ -76,7 +76,7 @@ class StepRounds:
     min_rounds: Optional[int] = None
 
 
-def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], options: PlacementOptions,
+def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], noise: NoiseRule,
                          rounds: StepRounds, kernels: GradientKernels = GradientKernels()) -> List[Optional[Timed]]:
     """One step of each candidate (from ``pool``, warmed up there; its low ops' gradients by ``kernels``) timed
     in up to ``rounds.runs`` interleaved
@@ -91,7 +91,7 @@ def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], option
     steps = [pool.step(candidate, kernels) for candidate in candidates]
     pool.wait_idle()
     times = interleaved_ms([step.run for step in steps], rounds.runs,
-                           still_open=until_settled(options, reference, machine_noise, rounds.min_rounds),
+                           still_open=until_settled(noise, reference, machine_noise, rounds.min_rounds),
                            first_look=MIN_NOISE_ROUNDS if machine_noise is None else 2)
     return [Timed(timed.ms, machine_noise) if timed is not None and machine_noise is not None and index != reference
             and len(times[index]) < MIN_NOISE_ROUNDS else timed
@@ -99,11 +99,11 @@ def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], option
 
 
 def step_runs(context: SearchContext, candidates: Sequence[Candidate]) -> int:
-    """Timed rounds that fit ``options.step_timing_ms`` for all candidates, within the options' bounds."""
-    options = context.options
+    """Timed rounds that fit ``step_timing_ms`` for all candidates, within the tuning's bounds."""
+    tuning = context.options.tuning
     longest_ms = max(context.estimate(c) for c in candidates)
-    fitting = options.step_timing_ms / (longest_ms * len(candidates) or 1.0)
-    return int(min(options.max_step_runs, max(options.min_step_runs, fitting)))
+    fitting = tuning.step_timing_ms / (longest_ms * len(candidates) or 1.0)
+    return int(min(tuning.max_step_runs, max(tuning.min_step_runs, fitting)))
 
 
 def _painting_digest(context: SearchContext, candidate: Candidate) -> str:
@@ -137,8 +137,8 @@ def steps_timed(context: SearchContext, candidates: Sequence[Candidate], referen
     # settle as soon as a spread can be read.
     comparing = batch == StepBatch.COMPARE
     machine_noise = None if comparing else context.machine_noise
-    measure = options.measure_steps or (lambda timed, base: time_candidate_steps(
-        context.steps, timed, options,
+    measure = options.measuring.measure_steps or (lambda timed, base: time_candidate_steps(
+        context.steps, timed, options.tuning.noise,
         StepRounds(runs, base, machine_noise, MIN_NOISE_ROUNDS if comparing else None), context.kernels))
     try:
         times = measure(candidates, reference)

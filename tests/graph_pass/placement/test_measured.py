@@ -55,7 +55,7 @@ def test_the_all_float32_step_is_built_ahead_only_where_the_low_precision_is_nat
     import dataclasses
 
     from slim_mp.devices import DeviceInfo
-    from slim_mp.graph_pass.placement import MeasuringTarget, PlacementOptions
+    from slim_mp.graph_pass.placement import MeasuringTarget
 
     from .fakes import CONFIG
 
@@ -64,9 +64,9 @@ def test_the_all_float32_step_is_built_ahead_only_where_the_low_precision_is_nat
     bfloat16, float16 = CONFIG, dataclasses.replace(CONFIG, precision=tf.float16)
     assert bfloat16.precision == tf.bfloat16
     monkeypatch.setattr(measured, "detect_device", lambda: native)
-    assert measured._check_likely(bfloat16, PlacementOptions())
-    assert not measured._check_likely(float16, PlacementOptions()), "float16 is emulated on every CPU"
-    assert not measured._check_likely(bfloat16, PlacementOptions(target=MeasuringTarget(device="/device:GPU:0"))), (
+    assert measured._check_likely(bfloat16, MeasuringTarget())
+    assert not measured._check_likely(float16, MeasuringTarget()), "float16 is emulated on every CPU"
+    assert not measured._check_likely(bfloat16, MeasuringTarget(device="/device:GPU:0")), (
         "another kind of device than this one's: not known to be native")
     monkeypatch.setattr(measured, "detect_device", lambda: emulating)
-    assert not measured._check_likely(bfloat16, PlacementOptions())
+    assert not measured._check_likely(bfloat16, MeasuringTarget())
