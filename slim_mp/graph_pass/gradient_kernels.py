@@ -82,9 +82,11 @@ def kernels_for(op_type: str, role: str, attrs: Mapping[str, object],
     return tuple(kernels)
 
 
-def _op_attrs(op: tf.Operation) -> Dict[str, object]:
-    return {name: op.get_attr(name) for name in ("strides", "dilations", "data_format", "padding")
-            if name in op.node_def.attr}
+def op_kernels(op: tf.Operation, role: str) -> Tuple[GradientKernel, ...]:
+    """The kernels the gradient of ``op``'s input ``role`` can take (``kernels_for`` of its attributes and shapes)."""
+    attrs = {name: op.get_attr(name) for name in ("strides", "dilations", "data_format", "padding")
+             if name in op.node_def.attr}
+    return kernels_for(op.type, role, attrs, [tensor.shape.as_list() for tensor in op.inputs])
 
 
 def _float32_source(tensor: tf.Tensor) -> Tuple[tf.Tensor, bool]:
@@ -167,10 +169,10 @@ class GradientKernels:
     """The gradient-kernel choice of one rewrite: per low op (by name), the kernel of each gradient that does
     not run in the op's precision, by role (``GRADIENT_ROLES``; ``LOW`` ones left out).
 
-    The one value for the choice: the measured placement makes it from kernels by input index
-    (``chosen``), the plan carries it, the decisions file stores it by role (``as_json`` / ``by_role``),
-    ``check`` tells whether a graph's ops can take it, and ``rebuild`` and the whole steps apply it by
-    input index (``by_input``). Hashable: built steps are kept by it.
+    The one value for the choice: the measured placement makes it (``kernel_choice``, by role), the plan
+    carries it, the decisions file stores it (``as_json`` / ``by_role``), ``check`` tells whether a graph's
+    ops can take it, and ``rebuild`` and the whole steps apply it by input index (``by_input``, the one
+    place a role becomes an index). Hashable: built steps are kept by it.
     """
 
     ops: Tuple[Tuple[str, _OpKernels], ...] = ()
@@ -187,13 +189,6 @@ class GradientKernels:
         return cls(tuple(sorted((name, tuple(pair for pair in pairs if pair[1] != GradientKernel.LOW))
                                 for name, pairs in ops.items()
                                 if any(kernel != GradientKernel.LOW for _, kernel in pairs))))
-
-    @classmethod
-    def chosen(cls, kernels: Mapping[tf.Operation, Mapping[int, GradientKernel]]) -> "GradientKernels":
-        """From op -> input index -> kernel (``kernel_choice``, which prices the gradients by input)."""
-        return cls.by_role({op.name: {gradient_roles(op.type)[index]: kernel
-                                      for index, kernel in sorted(indexed.items())}
-                            for op, indexed in kernels.items()})
 
     def __bool__(self) -> bool:
         return bool(self.ops)
@@ -227,10 +222,8 @@ class GradientKernels:
             op = ops.get(name)
             if op is None:
                 raise ValueError(f"{name} is not in this graph")
-            roles = gradient_roles(op.type)
-            shapes = [t.shape.as_list() for t in op.inputs]
             for role, kernel in pairs:
-                if role not in roles:
+                if role not in gradient_roles(op.type):
                     raise ValueError(f"{name} ({op.type}) has no {role!r} gradient")
-                if kernel not in kernels_for(op.type, role, _op_attrs(op), shapes):
+                if kernel not in op_kernels(op, role):
                     raise ValueError(f"{name} ({op.type}) cannot take the {kernel} kernel for its {role} gradient")

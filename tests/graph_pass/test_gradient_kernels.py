@@ -160,11 +160,11 @@ def test_the_roles_are_the_inputs_tensorflow_names_in_its_op_definitions():
         assert tuple(names[:len(roles)]) == roles and len(names) == len(roles), op_type
 
 
-def test_the_choice_by_input_index_is_the_same_value_by_role_in_json_and_back():
+def test_the_choice_by_role_is_applied_by_input_index_and_written_and_read_as_json():
     graph, _, _ = _network({}, low=False)
     conv = graph.get_operation_by_name("conv1x1")
     (dense,) = [op for op in graph.get_operations() if op.type == "MatMul" and "gradients" not in op.name]
-    chosen = GradientKernels.chosen({conv: {1: MATMUL, 0: LOW}, dense: {0: FLOAT32}})
+    chosen = GradientKernels.by_role({conv.name: {"filter": MATMUL, "input": LOW}, dense.name: {"a": FLOAT32}})
     assert chosen.as_json() == {"conv1x1": {"filter": "matmul"}, dense.name: {"a": "float32"}}
     assert chosen.by_input(conv) == {1: MATMUL} and chosen.by_input(dense) == {0: FLOAT32}
     assert GradientKernels.by_role(chosen.as_json()) == chosen and hash(GradientKernels.by_role(chosen.as_json()))

@@ -238,7 +238,7 @@ def _gradient_kernels(region: Region, config: PaintConfig, times: OpTimes,
                for name, timing in times.timings.items()}
     timings = {name: dataclasses.replace(times.timings[name], low_ms=choice.low_ms) for name, choice in choices.items()}
     estimate = Estimator(region, config, timings, times.casts, tuning.low_precision_margin)
-    kernels = GradientKernels.chosen({ops[name]: choice.kernels for name, choice in choices.items()})
+    kernels = GradientKernels.by_role({name: choice.kernels for name, choice in choices.items()})
     return ChosenKernels(kernels, {name: choices[name].reason for name in kernels.names()}, estimate)
 
 
