@@ -171,6 +171,31 @@ def test_a_step_built_ahead_is_not_built_again_and_is_done_before_any_round(monk
         pool.close()
 
 
+def test_steps_are_kept_by_candidate_and_the_gradient_kernels_of_their_low_ops(monkeypatch):
+    # The all-float32 step is built ahead, before the kernels are chosen: the decision's kernels ask for the same
+    # step (it lowers none of their ops); a low step with kernels is another step than one without.
+    from slim_mp.graph_pass.gradient_kernels import GradientKernels
+
+    built = []
+    real_step_graph = candidate_step._step_graph
+    monkeypatch.setattr(candidate_step, "_step_graph",
+                        lambda *args: built.append((args[2], args[5])) or real_step_graph(*args))
+    graph, loss, _ = small_net()
+    copy = copy_of(graph, loss)
+    pool = StepPool(copy, CONFIG, MeasuringTarget())
+    float32, low = Candidate(allow_names(copy)), Candidate(frozenset())
+    kernels = GradientKernels.by_role({"conv/Conv2D": {"filter": "float32"}})
+    assert "conv/Conv2D" in allow_names(copy)
+    try:
+        pool.build_ahead([float32])
+        assert pool.step(float32, kernels) is pool.step(float32)
+        with_kernels = pool.step(low, kernels)
+        assert pool.step(low) is not with_kernels and pool.step(low, kernels) is with_kernels
+        assert built == [(float32, GradientKernels()), (low, kernels), (low, GradientKernels())]
+    finally:
+        pool.close()
+
+
 def test_a_step_built_ahead_opens_before_the_others_are_built(monkeypatch):
     # So that its opening (TensorFlow's work, in the background) overlaps their building (Python's).
     opened_when_built = []
