@@ -58,8 +58,8 @@ from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.region_copy import RegionCopy, copy_for_timing, smaller_for_timing
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming, cast_signature, op_signature
-from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.step_check import StepCheck, whole_step_check
+from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
 from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
 from slim_mp.graph_pass.region import Region
