@@ -23,7 +23,7 @@ from nets.preprocessing import preprocessing_factory
 from slim_mp.datasets import OFFICIAL_DATASETS, get_dataset
 from slim_mp.config_fields import option
 from slim_mp.export.low_precision_weights import fold_weight_casts
-from slim_mp.graph_pass import RewriteReport, rewrite
+from slim_mp.graph_pass import MeasuringTarget, RewriteReport, rewrite
 from slim_mp.training import PrecisionOptions, check_model_name, input_size, reachable_graph_def
 
 tf1 = tf.compat.v1
@@ -166,7 +166,7 @@ def build_inference_graph(config: ExportConfig) -> InferenceGraph:
         report = None
         if precision.mixed:
             report = rewrite(logits, precision.precision, include_update_ops=False,
-                             options=precision.rewrite_options(training=False))
+                             options=precision.rewrite_options(MeasuringTarget(training=False)))
             logits = report.remap(logits)
         logits = tf.identity(tf.cast(logits, tf.float32), name=OUTPUT_NAMES[0])
         outputs = {

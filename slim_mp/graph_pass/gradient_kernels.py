@@ -17,14 +17,17 @@ slower in bfloat16. So each gradient of a low op (by input: a convolution's ``in
   The same sums in the same precision as ``Conv2DBackpropFilter``; oneDNN's product kernels run it
   2-3x faster on AMX.
 
-The measured placement times each kernel where the step runs and records the choice per op
-(``PlacementPlan.gradient_kernels``); ``rebuild`` gives each rebuilt op a gradient function that
-uses it (``gradient_with_kernels``). Leaves alone: the forward op, gradients whose kernel is
-``LOW``, op types without a choice (``gradient_roles``).
+The measured placement times each kernel where the step runs and records the choice of a rewrite
+as one value (``GradientKernels``: by op and role, as the decisions file pins it; by input index,
+as ``rebuild`` applies it); ``rebuild`` gives each rebuilt op a gradient function that uses it
+(``gradient_with_kernels``). Leaves alone: the forward op, gradients whose kernel is ``LOW``, op
+types without a choice (``gradient_roles``).
 """
 
+import collections
+import dataclasses
 import enum
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
@@ -79,9 +82,11 @@ def kernels_for(op_type: str, role: str, attrs: Mapping[str, object],
     return tuple(kernels)
 
 
-def _op_attrs(op: tf.Operation) -> Dict[str, object]:
-    return {name: op.get_attr(name) for name in ("strides", "dilations", "data_format", "padding")
-            if name in op.node_def.attr}
+def op_kernels(op: tf.Operation, role: str) -> Tuple[GradientKernel, ...]:
+    """The kernels the gradient of ``op``'s input ``role`` can take (``kernels_for`` of its attributes and shapes)."""
+    attrs = {name: op.get_attr(name) for name in ("strides", "dilations", "data_format", "padding")
+             if name in op.node_def.attr}
+    return kernels_for(op.type, role, attrs, [tensor.shape.as_list() for tensor in op.inputs])
 
 
 def _float32_source(tensor: tf.Tensor) -> Tuple[tf.Tensor, bool]:
@@ -146,11 +151,79 @@ def gradient_with_kernels(standard: GradientFunction, kernels: Mapping[int, Grad
     return gradient
 
 
-def check_kernels(op: tf.Operation, kernels: Mapping[int, GradientKernel]) -> None:
-    """Raise ValueError when ``kernels`` name an input or kernel ``op`` cannot take (a decisions file for
-    another graph)."""
-    roles = gradient_roles(op.type)
-    shapes = [t.shape.as_list() for t in op.inputs]
-    for index, kernel in kernels.items():
-        if index >= len(roles) or kernel not in kernels_for(op.type, roles[index], _op_attrs(op), shapes):
-            raise ValueError(f"{op.name} ({op.type}) cannot take the {kernel} kernel for its input {index}'s gradient")
+# One op's chosen kernels: (role, kernel) pairs in input order, ``LOW`` ones left out.
+_OpKernels = Tuple[Tuple[str, GradientKernel], ...]
+
+
+def _kernel(name: Union[str, GradientKernel], op_name: str, role: str) -> GradientKernel:
+    """``name`` as a ``GradientKernel``; ValueError naming the op, the role and the kernels there are."""
+    try:
+        return GradientKernel(name)
+    except ValueError:
+        kernels = ", ".join(kernel.value for kernel in GradientKernel)
+        raise ValueError(f"{op_name}'s {role} gradient names the kernel {name!r}, which is none of {kernels}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientKernels:
+    """The gradient-kernel choice of one rewrite: per low op (by name), the kernel of each gradient that does
+    not run in the op's precision, by role (``GRADIENT_ROLES``; ``LOW`` ones left out).
+
+    The one value for the choice: the measured placement makes it (``kernel_choice``, by role), the plan
+    carries it, the decisions file stores it (``as_json`` / ``by_role``), ``check`` tells whether a graph's
+    ops can take it, and ``rebuild`` and the whole steps apply it by input index (``by_input``, the one
+    place a role becomes an index). Hashable: built steps are kept by it.
+    """
+
+    ops: Tuple[Tuple[str, _OpKernels], ...] = ()
+
+    @classmethod
+    def by_role(cls, kernels: Mapping[str, Mapping[str, Union[str, GradientKernel]]]) -> "GradientKernels":
+        """From op name -> role -> kernel (its name, as the decisions file holds it, or the member).
+
+        Raises:
+          ValueError: naming the op and role of a kernel that is none of ``GradientKernel``'s.
+        """
+        ops = {name: tuple((role, _kernel(kernel, name, role)) for role, kernel in roles.items())
+               for name, roles in kernels.items()}
+        return cls(tuple(sorted((name, tuple(pair for pair in pairs if pair[1] != GradientKernel.LOW))
+                                for name, pairs in ops.items()
+                                if any(kernel != GradientKernel.LOW for _, kernel in pairs))))
+
+    def __bool__(self) -> bool:
+        return bool(self.ops)
+
+    def names(self) -> FrozenSet[str]:
+        """The ops with a kernel other than ``LOW``."""
+        return frozenset(name for name, _ in self.ops)
+
+    def only(self, names: Iterable[str]) -> "GradientKernels":
+        """The kernels of the ops ``names`` only."""
+        kept = set(names)
+        return GradientKernels(tuple(entry for entry in self.ops if entry[0] in kept))
+
+    def by_input(self, op: tf.Operation) -> Dict[int, GradientKernel]:
+        """``op``'s kernels by input index (none for an op without a chosen kernel)."""
+        roles = gradient_roles(op.type)
+        return {roles.index(role): kernel for role, kernel in dict(self.ops).get(op.name, ())}
+
+    def as_json(self) -> Dict[str, Dict[str, str]]:
+        """Op name -> role -> kernel name, as the plan's JSON and the decisions file hold it."""
+        return {name: {role: kernel.value for role, kernel in pairs} for name, pairs in self.ops}
+
+    def counts(self) -> Dict[str, int]:
+        """How many gradients take each kernel, by kernel name."""
+        return dict(collections.Counter(kernel.value for _, pairs in self.ops for _, kernel in pairs))
+
+    def check(self, ops: Mapping[str, tf.Operation]) -> None:
+        """Raise ValueError when an op it names is not among ``ops`` (by name), has no such gradient, or cannot
+        take the kernel (a decisions file of another graph)."""
+        for name, pairs in self.ops:
+            op = ops.get(name)
+            if op is None:
+                raise ValueError(f"{name} is not in this graph")
+            for role, kernel in pairs:
+                if role not in gradient_roles(op.type):
+                    raise ValueError(f"{name} ({op.type}) has no {role!r} gradient")
+                if kernel not in op_kernels(op, role):
+                    raise ValueError(f"{name} ({op.type}) cannot take the {kernel} kernel for its {role} gradient")

@@ -1,6 +1,6 @@
 """Which TensorFlow op types run in low precision: the pass's tables, kept as plain data.
 
-Four classes, as in grappler's auto mixed precision (see README, "The pipeline in six steps"):
+Four classes, as in grappler's auto mixed precision (step 2 of the pass, ``slim_mp.graph_pass`` numbers them):
 
 * ``allow`` — always low precision: the ops tensor cores / AMX exist for.
 * ``infer`` — low precision when fed by low-precision producers, unless tainted by a ``deny`` op upstream.

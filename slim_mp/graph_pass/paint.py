@@ -1,22 +1,24 @@
-"""Decide, per op, whether it runs in low precision: the painting step of the pass.
+"""Decide, per op, whether it runs in low precision: step 4 of the pass (``slim_mp.graph_pass`` numbers them).
 
-Every op of the region gets a colour, low or float32, and a reason. Rules, in order:
+Every op of the region with float32 data gets a colour, low or float32, and a reason. Sources
+(constants, placeholders, variable reads) and stateful ops (variable updates, random numbers) are
+never painted: casts go around them. ``paint`` runs four phases, each a function of frozen values:
 
-Sources (constants, placeholders, variable reads) and stateful ops (variable updates, random
-numbers) are never painted: casts go around them.
-
-1. Fixed float32: ops inside TF1 control flow, function calls and functional loops/conds,
-   ops under a keep-float32 name scope, ``deny`` and unlisted op types, ops whose definition
-   or kernels on the target device have no low-precision variant, and ops a placement decision
-   keeps float32 (``PaintConfig.fixed_float32``: op name -> reason, e.g. measured slower in low).
-2. ``allow`` ops are low.
-3. Deny taint: walking downstream from each ``deny`` op, infer ops (and clear ops that lead into an
-   infer or deny op) are tainted and stay float32: their inputs may exceed the low type's range.
-4. Until nothing changes: infer/clear ops on a path between low ops become low; an infer op with a
-   low producer and no tainted producer becomes low; a clear op next to a low op becomes low; an
+1. Classify (``_classified``): each op gets its class; fixed float32 are ops inside TF1 control flow,
+   function calls and functional loops/conds, ops under a keep-float32 name scope, ``deny`` and
+   unlisted op types, ops whose definition or kernels on the target device have no low-precision
+   variant, and ops a placement decision keeps float32 (``PaintConfig.fixed_float32``: op name ->
+   reason, e.g. measured slower in low).
+2. Deny taint (``_deny_tainted``): walking downstream from each ``deny`` op, infer ops (and clear ops
+   that lead into an infer or deny op) are tainted and stay float32: their inputs may exceed the low
+   type's range.
+3. Spread (``_spread_low``): ``allow`` ops (and ops already producing the low type) are low; then,
+   until nothing changes, infer/clear ops on a path between low ops become low, an infer op with a low
+   producer and no tainted producer becomes low, a clear op next to a low op becomes low, and an
    existing Cast from an integer/bool type to float32 whose consumers are all low is retargeted.
+4. Decide (``_final_decision``): each op's colour, with its class's reason or why it stays float32.
 
-Casts then sit only where a low op meets a float32 one (see ``rebuild``).
+Casts then sit only where a low op meets a float32 one (steps 5 and 6: ``refine``, ``rebuild``).
 """
 
 import collections
@@ -55,9 +57,6 @@ class PaintConfig:
     # Run the tail after the last allow op in float32 when that needs fewer casts (``refine``); the
     # measured placement turns it off where keeping the tail low was timed faster.
     demote_tail: bool = True
-    # Not for painting: the kernel of each gradient of the ops that go low (op name -> input index ->
-    # ``GradientKernel``), as the measured placement chose them; ``rebuild`` applies them.
-    gradient_kernels: Mapping[str, Mapping[int, str]] = dataclasses.field(default_factory=dict)
 
 
 def is_variable_read(op: tf.Operation) -> bool:
@@ -152,7 +151,7 @@ class _Classified:
 
 
 def _classified(region: Region, config: PaintConfig) -> _Classified:
-    """Phase 1: each op with float32 data gets its class and, where rule 1 fixes it float32, its reason."""
+    """Phase 1: each op with float32 data gets its class and, where it is fixed float32, the reason."""
     ports: Dict[tf.Operation, OpPorts] = {}
     decisions: Dict[tf.Operation, Decision] = {}
     already_low: Set[tf.Operation] = set()
@@ -180,7 +179,7 @@ def _classified(region: Region, config: PaintConfig) -> _Classified:
 
 
 def _deny_tainted(classified: _Classified) -> Set[tf.Operation]:
-    """Phase 2 (rule 3): the infer ops downstream of a deny op, and the clear ops on the way that lead into an
+    """Phase 2: the infer ops downstream of a deny op, and the clear ops on the way that lead into an
     infer or deny op."""
     free, edges, deny_ops = classified.free_by_class, classified.edges, classified.deny_ops()
     clear, infer = free.get("clear", set()), free.get("infer", set())
@@ -189,7 +188,7 @@ def _deny_tainted(classified: _Classified) -> Set[tf.Operation]:
 
 
 def _spread_low(classified: _Classified, tainted: Set[tf.Operation]) -> Set[tf.Operation]:
-    """Phases 3 (rule 2) and 4 (rule 4): the allow ops and what is already low, then, to a fixpoint, the
+    """Phase 3: the allow ops and what is already low, then, to a fixpoint, the
     untainted infer/clear ops between low ops or next to them, and int-to-float casts read only by low ops."""
     free, edges = classified.free_by_class, classified.edges
     infer, clear = free.get("infer", set()) - tainted, free.get("clear", set()) - tainted
@@ -216,7 +215,7 @@ def _spread_low(classified: _Classified, tainted: Set[tf.Operation]) -> Set[tf.O
 
 
 def _final_decision(decision: Decision, low: Set[tf.Operation], tainted: Set[tf.Operation]) -> Decision:
-    """An op's decision once painted: low with its class's reason, or float32 with why."""
+    """Phase 4: an op's decision once painted: low with its class's reason, or float32 with why."""
     if decision.op in low:
         return dataclasses.replace(decision, colour=LOW, reason=_low_reason(decision.op_class))
     if decision.op in tainted:
@@ -225,7 +224,7 @@ def _final_decision(decision: Decision, low: Set[tf.Operation], tainted: Set[tf.
 
 
 def paint(region: Region, config: PaintConfig) -> Dict[tf.Operation, Decision]:
-    """Colour every op of ``region`` that has float32 data; see the module docstring for the rules."""
+    """Colour every op of ``region`` that has float32 data: the module docstring's four phases, in order."""
     classified = _classified(region, config)
     tainted = _deny_tainted(classified)
     low = _spread_low(classified, tainted)

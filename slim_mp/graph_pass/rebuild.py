@@ -14,7 +14,7 @@ gets a gradient function that casts the weight again instead of holding the forw
 """
 
 import contextlib
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -22,7 +22,7 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import op_def_registry, tensor_util
 from tensorflow.python.framework import ops as framework_ops
 
-from slim_mp.graph_pass.gradient_kernels import GradientKernel, gradient_with_kernels
+from slim_mp.graph_pass.gradient_kernels import GradientKernels, gradient_with_kernels
 from slim_mp.graph_pass.weight_casts import defer_weight_casts, recast_weights_in_gradient
 from slim_mp.graph_pass.conversions import Conversion, bytes_per_step, cast_name
 from slim_mp.graph_pass.op_ports import OpPorts, target_op_type
@@ -42,17 +42,13 @@ def _with_dtype(value: attr_value_pb2.AttrValue, dtype: tf.DType) -> attr_value_
     return new_value
 
 
-# Per op name (before the rewrite): input index -> the kernel of that input's gradient.
-GradientKernels = Mapping[str, Mapping[int, GradientKernel]]
-
-
 class Rebuilder:
     """Creates the low-precision ops and casts of one rewrite and remembers what replaced what."""
 
-    def __init__(self, graph: tf.Graph, precision: tf.DType, gradient_kernels: Optional[GradientKernels] = None):
+    def __init__(self, graph: tf.Graph, precision: tf.DType, gradient_kernels: GradientKernels = GradientKernels()):
         self.graph = graph
         self.precision = precision
-        self.gradient_kernels = dict(gradient_kernels or {})
+        self.gradient_kernels = gradient_kernels
         self.replaced: Dict[tf.Operation, tf.Operation] = {}
         self._converted: Dict[Tuple[str, tf.DType], tf.Tensor] = {}
         self.conversions: List[Conversion] = []
@@ -137,7 +133,7 @@ class Rebuilder:
         if op.control_inputs:
             new_op._add_control_inputs([self.replaced.get(c, c) for c in op.control_inputs])
         recast_weights_in_gradient(new_op)
-        kernels = {i: k for i, k in self.gradient_kernels.get(op.name, {}).items() if k != GradientKernel.LOW}
+        kernels = self.gradient_kernels.by_input(op)
         if kernels:
             new_op._gradient_function = gradient_with_kernels(framework_ops.get_gradient_function(new_op), kernels)
         self.replaced[op] = new_op
@@ -186,9 +182,9 @@ class Rebuilder:
 
 
 def rebuild_low_precision(graph: tf.Graph, low: List[tf.Operation], ports: Dict[tf.Operation, OpPorts],
-                          precision: tf.DType, gradient_kernels: Optional[GradientKernels] = None) -> Rebuilder:
+                          precision: tf.DType, gradient_kernels: GradientKernels = GradientKernels()) -> Rebuilder:
     """Rebuild ``low`` (producers first) in ``precision``, re-route their consumers and the graph's collections;
-    ``gradient_kernels`` (op name -> input index -> kernel) choose how their gradients are computed."""
+    ``gradient_kernels`` choose how their gradients are computed."""
     rebuilder = Rebuilder(graph, precision, gradient_kernels)
     for op in low:
         rebuilder.rebuild(op, ports[op])

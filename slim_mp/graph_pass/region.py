@@ -1,7 +1,7 @@
 """Select the part of a graph that computes the user's fetches (the ops the pass may rewrite), and name scopes.
 
 ``in_scopes`` is the one scope-membership rule of the package: the pass's keep-float32 scopes and
-training's ``--trainable_scopes`` / ``--checkpoint_exclude_scopes`` all use it.
+training's ``trainable_scopes`` / ``checkpoint_exclude_scopes`` all use it.
 """
 
 import dataclasses

@@ -108,7 +108,7 @@ def _placement_line(plan: PlacementPlan, precision: str) -> str:
     line = (f"  placement: measured ({plan.source}; timed: {plan.timed_step} steps), {len(plan.float32_ops)} timed "
             f"ops kept float32 as slower in {precision} on this device, {len(plan.low_ops)} measured faster")
     if plan.gradient_kernels:
-        kernels = collections.Counter(k for by_role in plan.gradient_kernels.values() for k in by_role.values())
+        kernels = plan.gradient_kernels.counts()
         line += ("; gradients not in " + precision + ": "
                  + ", ".join(f"{count} {kernel}" for kernel, count in sorted(kernels.items())))
     estimates = (plan.estimated_ms, plan.static_estimated_ms, plan.float32_estimated_ms)

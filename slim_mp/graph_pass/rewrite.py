@@ -1,28 +1,27 @@
 """``slim_mp.rewrite``: run a built TF-Slim graph in float16 or bfloat16, without editing the network.
 
-The pipeline, one module per step: ``rewrite_options`` (the checked options) -> ``region`` (the ops
-computing the fetches) -> ``op_classes`` (allow/infer/clear/deny tables) -> ``placement`` (which
-allow ops pay in low precision where the step runs) -> ``paint`` (low or float32 per op) ->
-``refine`` (move the tail's casts to where they are fewest) -> ``rebuild`` (new ops, shared casts,
-consumers re-routed) -> ``report``.
+``plan_rewrite`` takes steps 1-5 (select, classify, place, paint, refine) of the pass, as ``slim_mp.graph_pass``
+numbers them, without touching the graph; ``rewrite`` then takes step 6 (rebuild) and step 7 (report).
 """
 
 import collections
 import dataclasses
 import time
 import warnings
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import tensorflow as tf
 
 from slim_mp.devices import device_type as detected_device_type
 from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
+from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import LOW, Decision, PaintConfig, class_counts
-from slim_mp.graph_pass.placement import (PlacementOptions, PlacementPlan, emulated_placement, measured_placement,
-                                          resolve_placement)
-from slim_mp.graph_pass.rebuild import rebuild_low_precision
+from slim_mp.graph_pass.op_ports import OpPorts
+from slim_mp.graph_pass.placement import (Placement, PlacementOptions, PlacementPlan, emulated_placement,
+                                          measured_placement, resolve_placement)
+from slim_mp.graph_pass.rebuild import Rebuilder, rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
 from slim_mp.graph_pass.report import RewriteReport, group_float32_ops
@@ -46,7 +45,9 @@ def _check_before_gradients(low: Iterable[tf.Operation]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class RewritePlan:
-    """What the pass decided, before anything is rebuilt: the region, each op's decision, the ops going low."""
+    """What the pass decided (steps 1-5), before anything is rebuilt: the region, each op's decision, the ops
+    going low, the placement's plan and the kernels of their gradients, and ``emulated``: why the device only
+    emulates the precision ("" where it is native)."""
 
     dtype: tf.DType
     device_type: str
@@ -54,7 +55,12 @@ class RewritePlan:
     decisions: Dict[tf.Operation, Decision]
     low_ops: List[tf.Operation]
     placement: Optional[PlacementPlan]
-    gradient_kernels: Mapping[str, Mapping[int, str]] = dataclasses.field(default_factory=dict)
+    gradient_kernels: GradientKernels = GradientKernels()
+    emulated: str = ""
+
+    def ports(self) -> Dict[tf.Operation, OpPorts]:
+        """Each decided op's data ports, as the rebuild and the cast planning take them."""
+        return {op: decision.ports for op, decision in self.decisions.items()}
 
 
 def plan_rewrite(fetches: Any, precision: PrecisionLike = "float16",
@@ -74,29 +80,40 @@ def plan_rewrite(fetches: Any, precision: PrecisionLike = "float16",
     """
     dtype = resolve_precision(precision)
     options = options if options is not None else RewriteOptions()
+    region = _selected(fetches, options)
     classes = default_classes(dtype).with_overrides(options.class_overrides(), remove=options.remove)
+    # Where the step will run: the painting and every timing take their device from it.
+    placement_options = (options.placement_options or PlacementOptions()).placed(region.ops)
+    device = options.device_type or placement_options.measuring.target.device_type() or detected_device_type()
+    config = PaintConfig(dtype, classes, list(options.keep_fp32_scopes), device)
+    emulated = emulation_warning(dtype.name, device)
+    placement = _placement(fetches, region, config, Placement(resolve_placement(options.placement)),
+                           placement_options, emulated)
+    decisions, low = painted_low_ops(region, placement.applied(config) if placement is not None else config)
+    kernels = placement.gradient_kernels if placement is not None else GradientKernels()
+    return RewritePlan(dtype, device, region, decisions, low, placement, kernels, emulated)
+
+
+def _selected(fetches: Any, options: RewriteOptions) -> Region:
+    """Step 1: the ops computing ``fetches``, and what the graph's ``UPDATE_OPS`` compute unless left out."""
     region = select_region(fetches)
     update_ops = region.graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
     if options.include_update_ops and update_ops:
         region = select_region([fetches, update_ops])
-    # Where the step will run: the painting and every timing take their device from it.
-    placement_options = options.placement_options or PlacementOptions()
-    target = placement_options.target.placed(region.ops)
-    placement_options = dataclasses.replace(placement_options, target=target)
-    device = options.device_type or target.device_type() or detected_device_type()
-    paint_config = PaintConfig(dtype, classes, list(options.keep_fp32_scopes), device)
-    measured = None
-    emulated = emulation_warning(dtype.name, device)
-    placement = resolve_placement(options.placement)
-    if placement == "measured" and emulated:
-        measured = emulated_placement(emulated)
-    elif placement == "measured":
-        objectives = [t for t in tf.nest.flatten(fetches, expand_composites=True)
-                      if isinstance(t, tf.Tensor) and t.dtype.is_floating]
-        measured = measured_placement(region, paint_config, placement_options, objectives)
-        paint_config = measured.applied(paint_config, region.graph)
-    decisions, low = painted_low_ops(region, paint_config)
-    return RewritePlan(dtype, device, region, decisions, low, measured, paint_config.gradient_kernels)
+    return region
+
+
+def _placement(fetches: Any, region: Region, config: PaintConfig, placement: Placement,
+               placement_options: PlacementOptions, emulated: str) -> Optional[PlacementPlan]:
+    """Step 3: the measured placement's plan, the static painting's where the device only emulates the
+    precision (``emulated``); None for the static placement."""
+    if placement is not Placement.MEASURED:
+        return None
+    if emulated:
+        return emulated_placement(emulated)
+    objectives = [t for t in tf.nest.flatten(fetches, expand_composites=True)
+                  if isinstance(t, tf.Tensor) and t.dtype.is_floating]
+    return measured_placement(region, config, placement_options, objectives)
 
 
 def rewrite(
@@ -129,14 +146,10 @@ def rewrite(
       precision: the low precision, ``float16`` or ``bfloat16`` (any spelling ``slim_mp.precision``
         accepts, or the ``tf.DType``).
       dry_run: only plan: return the report of what would change and leave the graph untouched.
-      options: a ``slim_mp.RewriteOptions`` holding the options below; None for the defaults.
-      **option_keywords: the fields of ``RewriteOptions``, which replace those of ``options``:
-        ``allow``, ``infer``, ``clear``, ``deny``, ``remove`` (op types moved between the lists),
-        ``keep_fp32_scopes`` (name scopes kept float32), ``device_type`` (``CPU``/``GPU``),
-        ``include_update_ops``, ``placement`` (``"measured"``, the default unless
-        ``$SLIM_MP_PLACEMENT`` says otherwise, times the allow ops where the step runs and keeps
-        float32 those for which low precision does not pay, casts included; ``"static"`` runs every
-        allow op low) and ``placement_options`` (timing cache, decisions file, measuring target).
+      options: a ``slim_mp.RewriteOptions`` holding the pass's options; None for the defaults.
+      **option_keywords: the fields of ``RewriteOptions`` (each explained there: ``allow``, ``infer``,
+        ``clear``, ``deny``, ``remove``, ``keep_fp32_scopes``, ``device_type``, ``include_update_ops``,
+        ``placement``, ``placement_options``), which replace those of ``options``.
 
     Returns:
       A ``RewriteReport``: ops considered and converted, casts inserted (or planned), the float32
@@ -152,53 +165,46 @@ def rewrite(
     """
     started = time.perf_counter()
     plan = plan_rewrite(fetches, precision, rewrite_options_from(options, option_keywords, "rewrite"))
-    dtype, device, region, decisions, low = plan.dtype, plan.device_type, plan.region, plan.decisions, plan.low_ops
-    _check_before_gradients(low)
-
-    emulated = emulation_warning(dtype.name, device)
-    notes = [emulated] if emulated else []
-    ports = {op: d.ports for op, d in decisions.items()}
-    if dry_run:
-        conversions = planned_conversions(low, ports, dtype)
-        remap = None
-    else:
-        rebuilder = rebuild_low_precision(region.graph, low, ports, dtype, plan.gradient_kernels)
-        conversions = rebuilder.conversions
-        notes.extend(rebuilder.warnings)
-        remap = rebuilder.remap
-    if not low:
-        already = any(t.dtype == dtype for op in region.ops for t in op.outputs)
-        if plan.placement is not None and plan.placement.float32_ops and not already:
-            notes.append(
-                f"nothing was converted to {dtype.name}: the measured placement kept every allow op float32, "
-                f"{dtype.name} does not pay on this device for these shapes (see the float32 reasons); "
-                "placement='static' converts them anyway."
-            )
-        elif not already:
-            notes.append(
-                f"nothing was converted to {dtype.name}: no allow-list op (Conv2D, MatMul, ...) computes "
-                "the fetches, or all were kept float32 (see the float32 reasons)."
-            )
+    _check_before_gradients(plan.low_ops)
+    rebuilder = None if dry_run else rebuild_low_precision(plan.region.graph, plan.low_ops, plan.ports(),
+                                                           plan.dtype, plan.gradient_kernels)
+    notes = _notes(plan, rebuilder)
     for note in notes:
         warnings.warn(note, stacklevel=2)
+    return _report(plan, rebuilder, notes, started)
 
+
+def _notes(plan: RewritePlan, rebuilder: Optional[Rebuilder]) -> List[str]:
+    """The warnings of a rewrite: an emulated precision, the rebuild's (a constant that overflows), and why
+    nothing was converted when nothing was."""
+    notes = [plan.emulated] if plan.emulated else []
+    notes.extend(rebuilder.warnings if rebuilder is not None else [])
+    dtype = plan.dtype.name
+    already = any(t.dtype == plan.dtype for op in plan.region.ops for t in op.outputs)
+    if plan.low_ops or already:
+        return notes
+    if plan.placement is not None and plan.placement.float32_ops:
+        notes.append(f"nothing was converted to {dtype}: the measured placement kept every allow op float32, "
+                     f"{dtype} does not pay on this device for these shapes (see the float32 reasons); "
+                     "placement='static' converts them anyway.")
+    else:
+        notes.append(f"nothing was converted to {dtype}: no allow-list op (Conv2D, MatMul, ...) computes "
+                     "the fetches, or all were kept float32 (see the float32 reasons).")
+    return notes
+
+
+def _report(plan: RewritePlan, rebuilder: Optional[Rebuilder], notes: List[str], started: float) -> RewriteReport:
+    """Step 7: the report of ``plan``, rebuilt by ``rebuilder`` (None: a dry run, its casts only planned)."""
+    decisions = plan.decisions
+    conversions = (rebuilder.conversions if rebuilder is not None
+                   else planned_conversions(plan.low_ops, plan.ports(), plan.dtype))
     unlisted = collections.Counter(op.type for op, d in decisions.items() if d.op_class == "unlisted")
-    float32_entries = [
-        (op.name, d.reason) for op, d in decisions.items()
-        if d.colour != LOW and not d.reason.startswith(_QUIET_REASONS)
-    ]
+    float32_entries = [(op.name, d.reason) for op, d in decisions.items()
+                       if d.colour != LOW and not d.reason.startswith(_QUIET_REASONS)]
     return RewriteReport(
-        precision=dtype.name,
-        device_type=device,
-        dry_run=dry_run,
-        ops_considered=len(decisions),
-        ops_converted=len(low),
-        class_counts=class_counts(decisions),
-        conversions=conversions,
-        float32_ops=group_float32_ops(float32_entries),
-        unlisted_op_types=dict(unlisted),
-        warnings=notes,
-        seconds=time.perf_counter() - started,
-        placement=plan.placement,
-        _remap=remap,
+        precision=plan.dtype.name, device_type=plan.device_type, dry_run=rebuilder is None,
+        ops_considered=len(decisions), ops_converted=len(plan.low_ops), class_counts=class_counts(decisions),
+        conversions=conversions, float32_ops=group_float32_ops(float32_entries), unlisted_op_types=dict(unlisted),
+        warnings=notes, seconds=time.perf_counter() - started, placement=plan.placement,
+        _remap=rebuilder.remap if rebuilder is not None else None,
     )

@@ -23,7 +23,7 @@ from slim_mp.datasets import get_dataset
 from slim_mp.training.input_pipeline import InputOptions, negative_label_errors, next_batch
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
-from slim_mp.graph_pass import rewrite
+from slim_mp.graph_pass import MeasuringTarget, rewrite
 
 tf1 = tf.compat.v1
 
@@ -94,7 +94,7 @@ def _build(config: EvalConfig) -> _EvalGraph:
         logits, _ = network_fn(images)
         if config.precision_options.mixed:
             report = rewrite(logits, config.precision_options.precision,
-                             options=config.precision_options.rewrite_options(training=False))
+                             options=config.precision_options.rewrite_options(MeasuringTarget(training=False)))
             logging.info("%s", report.summary())
             if config.precision_options.mp_report:
                 write_rewrite_reports([report], config.precision_options.mp_report)

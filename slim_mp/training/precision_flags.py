@@ -9,8 +9,8 @@ import json
 from typing import Optional, Sequence, Tuple
 
 from slim_mp.config_fields import option
-from slim_mp.graph_pass import (MeasuringTarget, PlacementOptions, RewriteOptions, RewriteReport, default_placement,
-                                resolve_placement)
+from slim_mp.graph_pass import (MeasuringTarget, PlacementFiles, PlacementMeasuring, PlacementOptions, RewriteOptions,
+                                RewriteReport, default_placement, resolve_placement)
 from slim_mp.json_files import write_json_atomically
 from slim_mp.loss_scale import DYNAMIC, DynamicLossScale, LossScaleManager, make_loss_scale_manager, parse_loss_scale
 from slim_mp.precision import precision_name
@@ -58,13 +58,16 @@ class PrecisionOptions:
         """True when the graph is to be rewritten (float16 or bfloat16)."""
         return self.precision != "float32"
 
-    def rewrite_options(self, training: bool = True) -> RewriteOptions:
-        """The graph pass's options for ``slim_mp.rewrite`` / ``enable_mixed_precision`` (``options=``).
+    def rewrite_options(self, target: MeasuringTarget = MeasuringTarget(),
+                        files: PlacementFiles = PlacementFiles()) -> RewriteOptions:
+        """The graph pass's options for ``slim_mp.rewrite`` / ``enable_mixed_precision`` (``options=``), the
+        measured placement's built here once for the run.
 
-        ``training=False`` (evaluation, export): a measured placement times forward steps only, never
-        reusing a training step's timings.
+        ``target``: where the step runs; ``MeasuringTarget(training=False)`` for evaluation and export, whose
+        placement times forward steps only, never reusing a training step's timings. ``files``: the run's
+        decisions file and how it is shared (training: ``train_dir``'s, written by the chief).
         """
-        placement_options = None if training else PlacementOptions(target=MeasuringTarget(training=False))
+        placement_options = PlacementOptions(files, PlacementMeasuring(target=target))
         return RewriteOptions(allow=self.mp_allow_ops, deny=self.mp_deny_ops, keep_fp32_scopes=self.mp_keep_fp32_scopes,
                               placement=self.mp_placement, placement_options=placement_options)
 

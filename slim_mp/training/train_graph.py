@@ -14,7 +14,7 @@ import tensorflow as tf
 import tf_slim as slim
 from absl import logging
 
-from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementOptions, RewriteReport, in_scopes
+from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementFiles, RewriteReport, in_scopes
 from slim_mp.training.fine_tune_restore import InitFn, fine_tune_init_fn
 from slim_mp.distribute import (CloneDevices, ClusterLayout, SyncSettings, build_train_step, create_clones,
                                 scope_filter)
@@ -188,7 +188,8 @@ def training_input_iterator(config: TrainConfig, dataset: DatasetSpec, preproces
         return make_fed_iterator(dataset, preprocess, options)
 
 
-def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, layout: ClusterLayout) -> tf1.train.Optimizer:
+def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, layout: ClusterLayout,
+               devices: CloneDevices) -> tf1.train.Optimizer:
     """The optimizer of ``--optimizer``, wrapped for mixed precision unless ``--precision=float32``.
 
     A measured placement times where the step runs (the first clone's device, this worker's session
@@ -199,16 +200,14 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, layout: ClusterLay
     precision = config.precision_options
     if not precision.mixed:
         return optimizer
-    placement_options = PlacementOptions(
-        decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME), write_decisions=layout.is_chief,
-        wait_seconds=PLACEMENT_WAIT_SECONDS,
-        target=MeasuringTarget(device=_clone_devices(config, layout).compute_device(0) or None,
-                               session_config=layout.session_config(bfloat16=precision.precision == "bfloat16")),
-    )
+    target = MeasuringTarget(device=devices.compute_device(0) or None,
+                             session_config=layout.session_config(bfloat16=precision.precision == "bfloat16"))
+    files = PlacementFiles(decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME),
+                           write_decisions=layout.is_chief, wait_seconds=PLACEMENT_WAIT_SECONDS)
     return enable_mixed_precision(
         optimizer, precision.precision, loss_scale=config.loss_scale_options.manager(precision.precision),
         count_skipped_steps=config.sync_replicas, debug_nonfinite=precision.mp_debug_nonfinite,
-        options=dataclasses.replace(precision.rewrite_options(), placement_options=placement_options),
+        options=precision.rewrite_options(target, files),
     )
 
 
@@ -263,15 +262,15 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         inputs_device = f"{layout.worker_device}/device:CPU:0"
         iterator, input_feed = training_input_iterator(config, dataset, preprocess, network_fn, inputs_device)
         _check_memory(config, iterator.element_spec, network_fn, num_classes)
+        devices = _clone_devices(config, layout)
         clones = create_clones(
-            _model_fn(iterator, network_fn, inputs_device, num_classes, config.label_smoothing),
-            _clone_devices(config, layout),
+            _model_fn(iterator, network_fn, inputs_device, num_classes, config.label_smoothing), devices,
         )
         images_per_update = config.batch_size * (config.replicas_to_aggregate if config.sync_replicas else 1)
         learning_rate = make_learning_rate(
             config.learning_rate_settings, global_step, dataset.num_samples, images_per_update
         )
-        optimizer = _optimizer(config, learning_rate, layout)
+        optimizer = _optimizer(config, learning_rate, layout, devices)
         init_fn = fine_tune_init_fn(
             config.checkpoint_path, parse_scopes(config.checkpoint_exclude_scopes),
             config.ignore_missing_vars, config.train_dir,

@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from slim_mp.graph_pass.gradient_kernels import GradientKernel, check_kernels, is_pointwise_conv, kernels_for
+from tensorflow.python.framework import op_def_registry
+
+from slim_mp.graph_pass.gradient_kernels import (GRADIENT_ROLES, GradientKernel, GradientKernels, is_pointwise_conv,
+                                                 kernels_for)
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
@@ -25,9 +28,9 @@ WEIGHTS = ("w3x3", "w1x1", "depthwise", "dense")
 TOLERANCE = 0.03
 
 
-def _network(kernels: Mapping[str, Mapping[int, str]], low: bool):
+def _network(kernels: Mapping[str, Mapping[str, GradientKernel]], low: bool):
     """A 3x3 conv, a 1x1 conv, a depthwise conv and a dense layer; their weights' gradients, computed with
-    ``kernels`` after a bfloat16 rewrite (``low``) or in float32."""
+    ``kernels`` (op name -> role -> kernel) after a bfloat16 rewrite (``low``) or in float32."""
     graph = tf.Graph()
     with graph.as_default():
         rng = np.random.RandomState(0)
@@ -42,7 +45,7 @@ def _network(kernels: Mapping[str, Mapping[int, str]], low: bool):
             config = PaintConfig(tf.bfloat16, default_classes(tf.bfloat16), [], "CPU")
             decisions, ops = painted_low_ops(select_region(loss), config)
             rebuilder = rebuild_low_precision(graph, ops, {op: d.ports for op, d in decisions.items()}, tf.bfloat16,
-                                              kernels)
+                                              GradientKernels.by_role(kernels))
             loss = rebuilder.remap(loss)
         gradients = tf.gradients(loss, [weights[name] for name in WEIGHTS])
         with tf1.Session(graph=graph) as session:
@@ -71,10 +74,10 @@ def float32_reference() -> Dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("kernels", [
     {},
-    {"conv1x1": {1: MATMUL}},
-    {"conv3x3": {0: FLOAT32, 1: FLOAT32}, "conv1x1": {1: FLOAT32}, "depthwise": {0: FLOAT32, 1: FLOAT32},
-     "dense": {0: FLOAT32, 1: FLOAT32}},
-    {"depthwise": {0: FLOAT32}, "conv1x1": {0: FLOAT32, 1: MATMUL}},
+    {"conv1x1": {"filter": MATMUL}},
+    {"conv3x3": {"input": FLOAT32, "filter": FLOAT32}, "conv1x1": {"filter": FLOAT32},
+     "depthwise": {"input": FLOAT32, "filter": FLOAT32}, "dense": {"a": FLOAT32, "b": FLOAT32}},
+    {"depthwise": {"input": FLOAT32}, "conv1x1": {"input": FLOAT32, "filter": MATMUL}},
 ], ids=["all low", "pointwise filter as a product", "all float32", "mixed"])
 def test_every_kernel_agrees_with_the_float32_gradients(kernels, float32_reference):
     _, gradients, values = _network(kernels, low=True)
@@ -86,7 +89,7 @@ def test_every_kernel_agrees_with_the_float32_gradients(kernels, float32_referen
 
 
 def test_a_pointwise_filter_gradient_is_one_product_and_no_backprop_filter_runs():
-    _, gradients, _ = _network({"conv1x1": {1: MATMUL}}, low=True)
+    _, gradients, _ = _network({"conv1x1": {"filter": MATMUL}}, low=True)
     needed = _computing(gradients)
     products = [op for op in needed if op.type == "MatMul" and "conv1x1" in op.name]
     assert len(products) == 1 and products[0].get_attr("T") == tf.bfloat16
@@ -95,7 +98,7 @@ def test_a_pointwise_filter_gradient_is_one_product_and_no_backprop_filter_runs(
 
 
 def test_a_float32_weight_gradient_runs_in_float32_and_reaches_the_weight_without_a_cast():
-    _, gradients, _ = _network({"conv3x3": {1: FLOAT32}}, low=True)
+    _, gradients, _ = _network({"conv3x3": {"filter": FLOAT32}}, low=True)
     needed = _computing(gradients)
     (backprop,) = [op for op in needed if op.type == "Conv2DBackpropFilter" and "conv3x3" in op.name]
     assert backprop.get_attr("T") == tf.float32
@@ -108,7 +111,7 @@ def test_a_float32_weight_gradient_runs_in_float32_and_reaches_the_weight_withou
 
 
 def test_a_float32_input_gradient_is_cast_back_to_the_low_type_for_the_layer_before():
-    _, gradients, _ = _network({"conv1x1": {0: FLOAT32}}, low=True)
+    _, gradients, _ = _network({"conv1x1": {"input": FLOAT32}}, low=True)
     needed = _computing(gradients)
     (backprop,) = [op for op in needed if op.type == "Conv2DBackpropInput" and "conv1x1" in op.name]
     assert backprop.get_attr("T") == tf.float32
@@ -138,9 +141,32 @@ def test_only_a_pointwise_convolution_s_filter_takes_the_product(attrs, shapes, 
 
 def test_a_kernel_an_op_cannot_take_is_refused_naming_the_op():
     graph, _, _ = _network({}, low=False)
-    conv3x3 = graph.get_operation_by_name("conv3x3")
-    check_kernels(conv3x3, {0: FLOAT32, 1: FLOAT32})
-    with pytest.raises(ValueError, match=r"conv3x3 \(Conv2D\) cannot take the matmul kernel for its input 1"):
-        check_kernels(conv3x3, {1: MATMUL})
-    with pytest.raises(ValueError, match="cannot take the float32 kernel for its input 2"):
-        check_kernels(conv3x3, {2: FLOAT32})
+    ops = {op.name: op for op in graph.get_operations()}
+    fitting = {"conv3x3": {"input": FLOAT32, "filter": FLOAT32}, "conv1x1": {"filter": MATMUL}}
+    GradientKernels.by_role(fitting).check(ops)
+    with pytest.raises(ValueError, match=r"conv3x3 \(Conv2D\) cannot take the matmul kernel for its filter gradient"):
+        GradientKernels.by_role({"conv3x3": {"filter": MATMUL}}).check(ops)
+    with pytest.raises(ValueError, match=r"conv3x3 \(Conv2D\) has no 'bias' gradient"):
+        GradientKernels.by_role({"conv3x3": {"bias": FLOAT32}}).check(ops)
+    with pytest.raises(ValueError, match="conv9 is not in this graph"):
+        GradientKernels.by_role({"conv9": {"filter": FLOAT32}}).check(ops)
+    with pytest.raises(ValueError, match="conv3x3's filter gradient names the kernel 'float64', which is none of low"):
+        GradientKernels.by_role({"conv3x3": {"filter": "float64"}})
+
+
+def test_the_roles_are_the_inputs_tensorflow_names_in_its_op_definitions():
+    for op_type, roles in GRADIENT_ROLES.items():
+        names = [arg.name for arg in op_def_registry.get(op_type).input_arg]
+        assert tuple(names[:len(roles)]) == roles and len(names) == len(roles), op_type
+
+
+def test_the_choice_by_role_is_applied_by_input_index_and_written_and_read_as_json():
+    graph, _, _ = _network({}, low=False)
+    conv = graph.get_operation_by_name("conv1x1")
+    (dense,) = [op for op in graph.get_operations() if op.type == "MatMul" and "gradients" not in op.name]
+    chosen = GradientKernels.by_role({conv.name: {"filter": MATMUL, "input": LOW}, dense.name: {"a": FLOAT32}})
+    assert chosen.as_json() == {"conv1x1": {"filter": "matmul"}, dense.name: {"a": "float32"}}
+    assert chosen.by_input(conv) == {1: MATMUL} and chosen.by_input(dense) == {0: FLOAT32}
+    assert GradientKernels.by_role(chosen.as_json()) == chosen and hash(GradientKernels.by_role(chosen.as_json()))
+    assert chosen.only([dense.name]).as_json() == {dense.name: {"a": "float32"}} and not chosen.only([])
+    assert chosen.counts() == {"matmul": 1, "float32": 1}

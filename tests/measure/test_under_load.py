@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from slim_mp.devices import DeviceInfo
-from slim_mp.graph_pass import PlacementOptions
+from slim_mp.graph_pass import PlacementFiles, PlacementOptions
 from slim_mp.measure.benchmark import under_load
 from slim_mp.measure.benchmark import benchmark_step
 from slim_mp.measure.benchmark import suite as benchmark_suite
@@ -108,7 +108,7 @@ def _result(label, config, precision, step_seconds):
 def test_the_quiet_retiming_rebuilds_the_pinned_placement_beside_float32(tmp_path):
     path = under_load.decisions_path(str(tmp_path), "lenet", "slim_mp_bf16")
     decided = benchmark_step.build_benchmark_step("slim_mp", "lenet", tf.bfloat16, 2, None,
-                                                  placement_options=PlacementOptions(decisions_file=path))
+                                                  placement_options=PlacementOptions(PlacementFiles(decisions_file=path)))
     decided.session.close()
     # Under load: per-round slim_mp/float32 ratios 2, 4, 2 -> 2.
     low = _result("slim_mp_bf16", "slim_mp", "bfloat16", (2.0, 4.0, 6.0))

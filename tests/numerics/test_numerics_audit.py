@@ -219,7 +219,7 @@ def test_batch_norm_statistics_stay_float32_and_are_not_flagged():
 @pytest.mark.parametrize("precision", ["float16", "bfloat16"])
 def test_the_audit_lowers_what_the_static_painting_would_whatever_the_placement(precision, tmp_path):
     # The measured placement may keep every conv float32 on this device; the audit must still see them.
-    from slim_mp.graph_pass.placement import PlacementOptions
+    from slim_mp.graph_pass.placement import PlacementFiles, PlacementMeasuring, PlacementOptions
 
     def refuse(*args):
         raise AssertionError("the audit timed ops: it must not depend on the placement")
@@ -232,6 +232,7 @@ def test_the_audit_lowers_what_the_static_painting_would_whatever_the_placement(
             session.run(tf1.global_variables_initializer())
             feed = {images: np.ones([2, 8, 8, 3], np.float32)}
             result = slim_mp.audit(loss, precision, session, feed, steps=1, placement="measured",
-                                   placement_options=PlacementOptions(cache_dir=str(tmp_path), measure=refuse,
-                                                                      measure_steps=refuse))
+                                   placement_options=PlacementOptions(
+                                       PlacementFiles(cache_dir=str(tmp_path)),
+                                       PlacementMeasuring(measure=refuse, measure_steps=refuse)))
     assert "conv/Conv2D" in {op.name for op in result.ops_of("activation")}

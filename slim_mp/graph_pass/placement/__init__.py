@@ -18,7 +18,8 @@ numbered steps; each module imports only those above it):
   forward and each gradient);
 - ``candidate``: one placement compared (``Candidate``, with its reasons), the static and all-float32
   references, and ``apply_placement``;
-- ``options``: ``PlacementOptions`` (every tuning value, the fixed-timings rule) and the placement names;
+- ``options``: ``PlacementOptions`` (its three records: files, measuring, tuning; the fixed-timings rule) and
+  the placement names (``Placement``);
 - ``timing_cache``: the disk cache, fixed timings files, measuring what is missing;
 - ``estimate``: a step's estimate from op and cast timings, and the connected low regions;
 - ``kernel_choice``: each low op's gradient kernels, the fastest measured with their casts counted;
@@ -39,8 +40,9 @@ keeps the static painting, so its numerics can be checked anywhere.
 from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.placement.decisions import DECISIONS_FILE_NAME
 from slim_mp.graph_pass.placement.measured import measured_placement
-from slim_mp.graph_pass.placement.options import (CACHE_ENV, PLACEMENT_ENV, PLACEMENTS, TIMINGS_FILE_ENV,
-                                                  PlacementOptions, default_placement, resolve_placement)
+from slim_mp.graph_pass.placement.options import (CACHE_ENV, PLACEMENT_ENV, PLACEMENTS, TIMINGS_FILE_ENV, Placement,
+                                                  PlacementFiles, PlacementMeasuring, PlacementOptions,
+                                                  PlacementTuning, default_placement, resolve_placement)
 from slim_mp.graph_pass.placement.plan import PlacementPlan, emulated_placement
 from slim_mp.graph_pass.placement.step_check import StepCheck
 from slim_mp.graph_pass.placement.noise import NoiseRule
@@ -50,7 +52,8 @@ from slim_mp.graph_pass.placement.timing_cache import cache_dir as timing_cache_
 
 __all__ = [
     "Candidate", "apply_placement", "DECISIONS_FILE_NAME", "measured_placement", "CACHE_ENV", "PLACEMENT_ENV",
-    "PLACEMENTS", "TIMINGS_FILE_ENV", "PlacementOptions", "default_placement", "resolve_placement",
+    "PLACEMENTS", "TIMINGS_FILE_ENV", "Placement", "PlacementFiles", "PlacementMeasuring", "PlacementOptions",
+    "PlacementTuning", "default_placement", "resolve_placement",
     "PlacementPlan", "emulated_placement", "StepCheck", "NoiseRule", "MeasuringTarget", "OpSignature", "OpTiming",
     "timing_cache_dir",
 ]

@@ -16,11 +16,12 @@ no timing its accuracy.
 
 import concurrent.futures
 import dataclasses
-from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
+from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.placement.region_copy import RegionCopy
@@ -100,8 +101,9 @@ def _apply_with_zero_rate(value: tf.Tensor, accumulator: tf.Tensor, gradient, ra
 
 
 def _step_graph(copy: RegionCopy, config: PaintConfig, candidate: Candidate, target: MeasuringTarget,
-                substitutes: _Substitutes) -> _StepGraph:
-    """The graph of one step of ``copy`` painted as ``candidate`` says, on ``target``'s device."""
+                substitutes: _Substitutes, kernels: GradientKernels) -> _StepGraph:
+    """The graph of one step of ``copy`` painted as ``candidate`` says, its low ops' gradients by ``kernels``,
+    on ``target``'s device."""
     graph = tf.Graph()
     with graph.as_default(), tf.device(target.local_device() or None):
         imported = import_variables(substitutes.graph_def, substitutes.reads + substitutes.accumulators,
@@ -115,7 +117,7 @@ def _step_graph(copy: RegionCopy, config: PaintConfig, candidate: Candidate, tar
         region = select_region([objectives, sinks])
         decisions, low = painted_low_ops(region, apply_placement(config, candidate))
         rebuilder = rebuild_low_precision(graph, low, {op: d.ports for op, d in decisions.items()}, config.precision,
-                                          config.gradient_kernels)
+                                          kernels)
         objectives, sinks = rebuilder.remap(objectives), rebuilder.remap(sinks)
         computed = list(objectives) + [op.outputs[0] for op in sinks if op.outputs]
         updates = []
@@ -152,51 +154,57 @@ def _opened(built: _StepGraph, target: MeasuringTarget, warmup: int) -> Candidat
 
 def build_candidate_step(copy: RegionCopy, config: PaintConfig, candidate: Candidate,
                          target: MeasuringTarget = MeasuringTarget(), warmup: int = 0) -> CandidateStep:
-    """A session running one step of ``copy`` painted as ``candidate`` says, on ``target``'s device and
-    options, after ``warmup`` untimed runs."""
-    return _opened(_step_graph(copy, config, candidate, target, _substitutes_of(copy, target.training)), target,
-                   warmup)
+    """A session running one step of ``copy`` painted as ``candidate`` says (TensorFlow's own gradients), on
+    ``target``'s device and options, after ``warmup`` untimed runs."""
+    built = _step_graph(copy, config, candidate, target, _substitutes_of(copy, target.training), GradientKernels())
+    return _opened(built, target, warmup)
+
+
+# A step in the pool: its candidate and the gradient kernels of the ops it may run low.
+_StepKey = Tuple[Candidate, GradientKernels]
 
 
 class StepPool:
-    """The built steps of one region copy, by candidate: each built once, warmed up ``warmup`` times,
-    open until ``close``.
+    """The built steps of one region copy, by candidate and gradient kernels: each built once, warmed up
+    ``warmup`` times, open until ``close``.
 
     Two background threads: one builds graphs ahead (``build_ahead``: Python work, while the
     micro-benchmarks' untimed first runs hold no lock), one opens built steps (``start``: also ahead
     of their batch, while the search runs). The rule that keeps timings honest: nothing of the
     pool's runs while rounds are timed, so ``wait_idle`` comes before any round (the
-    micro-benchmarks' and the whole steps').
+    micro-benchmarks' and the whole steps'). A step is kept by its candidate and the kernels of the
+    ops it does not keep float32, so the all-float32 step built ahead, before the kernels are chosen,
+    is the one the decision's kernels ask for.
     """
 
     def __init__(self, copy: RegionCopy, config: PaintConfig, target: MeasuringTarget, warmup: int = 1) -> None:
         self.copy, self.config, self.target, self.warmup = copy, config, target, warmup
-        self._steps: Dict[Candidate, concurrent.futures.Future] = {}
-        self._graphs: Dict[Candidate, concurrent.futures.Future] = {}
+        self._steps: Dict[_StepKey, concurrent.futures.Future] = {}
+        self._graphs: Dict[_StepKey, concurrent.futures.Future] = {}
         self._substitutes: Optional[concurrent.futures.Future] = None
         self._builder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="placement_build")
         self._opener = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="placement_step")
 
-    def use_gradient_kernels(self, kernels: Mapping[str, Mapping[int, str]]) -> None:
-        """Build the steps from now on with these gradient kernels (op name -> input index -> kernel; the
-        measured ones, known once the micro-benchmarks are in). Steps built before keep theirs: the
-        all-float32 step built ahead has no low op to apply them to."""
-        self.config = dataclasses.replace(self.config, gradient_kernels=dict(kernels))
+    @staticmethod
+    def _key(candidate: Candidate, kernels: GradientKernels) -> _StepKey:
+        return candidate, kernels.only(kernels.names() - candidate.float32_ops)
 
     def _substitutes_graph(self) -> concurrent.futures.Future:
         if self._substitutes is None:
             self._substitutes = self._builder.submit(_substitutes_of, self.copy, self.target.training)
         return self._substitutes
 
-    def _built(self, candidate: Candidate) -> _StepGraph:
-        return _step_graph(self.copy, self.config, candidate, self.target, self._substitutes_graph().result())
+    def _built(self, key: _StepKey) -> _StepGraph:
+        candidate, kernels = key
+        return _step_graph(self.copy, self.config, candidate, self.target, self._substitutes_graph().result(),
+                           kernels)
 
-    def build_ahead(self, candidates: Sequence[Candidate]) -> None:
+    def build_ahead(self, candidates: Sequence[Candidate], kernels: GradientKernels = GradientKernels()) -> None:
         """Start building the graphs of ``candidates`` in the background (nothing is run: no session)."""
-        for candidate in candidates:
-            if candidate not in self._steps and candidate not in self._graphs:
+        for key in (self._key(candidate, kernels) for candidate in candidates):
+            if key not in self._steps and key not in self._graphs:
                 self._substitutes_graph()
-                self._graphs[candidate] = self._builder.submit(self._built, candidate)
+                self._graphs[key] = self._builder.submit(self._built, key)
 
     def wait_idle(self) -> None:
         """Return once nothing of the pool runs in the background: no graph being built ahead, no step
@@ -205,27 +213,27 @@ class StepPool:
             if background is not None:
                 background.exception()
 
-    def start(self, candidates: Sequence[Candidate]) -> None:
-        """Build the steps of ``candidates`` not built yet, one after the other, each opened and warmed
-        up in the background while the next is built; those built ahead open first, so that their
-        opening overlaps the building of the others. Build errors propagate here; opening errors
-        from ``step``."""
-        waiting = [c for c in dict.fromkeys(candidates) if c not in self._steps]
-        for candidate in sorted(waiting, key=lambda c: c not in self._graphs):
-            building = self._graphs.pop(candidate, None)
-            built = building.result() if building is not None else self._built(candidate)
-            self._steps[candidate] = self._opener.submit(_opened, built, self.target, self.warmup)
+    def start(self, candidates: Sequence[Candidate], kernels: GradientKernels = GradientKernels()) -> None:
+        """Build the steps of ``candidates`` (their low ops' gradients by ``kernels``) not built yet, one after
+        the other, each opened and warmed up in the background while the next is built; those built ahead
+        open first, so that their opening overlaps the building of the others. Build errors propagate here;
+        opening errors from ``step``."""
+        waiting = [key for key in dict.fromkeys(self._key(c, kernels) for c in candidates) if key not in self._steps]
+        for key in sorted(waiting, key=lambda k: k not in self._graphs):
+            building = self._graphs.pop(key, None)
+            built = building.result() if building is not None else self._built(key)
+            self._steps[key] = self._opener.submit(_opened, built, self.target, self.warmup)
 
-    def step(self, candidate: Candidate) -> CandidateStep:
+    def step(self, candidate: Candidate, kernels: GradientKernels = GradientKernels()) -> CandidateStep:
         """``candidate``'s step, open and warmed up (built now unless an equal candidate's already is)."""
-        self.start([candidate])
-        return self._steps[candidate].result()
+        self.start([candidate], kernels)
+        return self._steps[self._key(candidate, kernels)].result()
 
     def keep_only(self, candidates: Iterable[Candidate]) -> None:
         """Close the steps of all but ``candidates`` (their memory is a whole step's each)."""
         kept = set(candidates)
-        for candidate in [c for c in self._steps if c not in kept]:
-            opening = self._steps.pop(candidate)
+        for key in [key for key in self._steps if key[0] not in kept]:
+            opening = self._steps.pop(key)
             if opening.exception() is None:
                 opening.result().session.close()
 

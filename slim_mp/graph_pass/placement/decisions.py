@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from slim_mp.json_files import (JsonFileError, ListOf, MappingOf, MaybeMissing, read_json_file, shape_problem,
                                 write_json_atomically)
-from slim_mp.graph_pass.gradient_kernels import GradientKernel, check_kernels, gradient_roles
+from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.step_check import CheckVerdict, StepCheck
 from slim_mp.graph_pass.region import Region
@@ -44,12 +44,13 @@ def read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
     except JsonFileError as error:
         raise ValueError(f"{error}: it is not a placement decisions file; {_AGAIN}") from error
     check = stored.get("check")
-    problem = shape_problem(check, _CHECK_SCHEMA, "'check'") if check is not None else ""
-    verdicts = [verdict.value for verdict in CheckVerdict]
-    if check is not None and not problem and check["verdict"] not in verdicts:
-        problem = f"'check' has the verdict {check['verdict']!r}, not one of {', '.join(map(repr, verdicts))}"
+    problem = _check_problem(check)
     if problem:
-        raise ValueError(f"{JsonFileError(path, problem)}: it is not a placement decisions file; {_AGAIN}")
+        raise _damaged(path, problem)
+    try:
+        kernels = GradientKernels.by_role(stored.get("gradient_kernels", {}))
+    except ValueError as error:
+        raise _damaged(path, f"'gradient_kernels': {error}") from error
     if stored["precision"] != precision.name:
         raise ValueError(f"{path} holds placement decisions for {stored['precision']!r}, not {precision.name!r}; "
                          + _AGAIN)
@@ -57,9 +58,25 @@ def read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
                          tail_low=stored.get("tail_low", False), estimated_ms=stored.get("estimated_ms"),
                          static_estimated_ms=stored.get("static_estimated_ms"),
                          float32_estimated_ms=stored.get("float32_estimated_ms"), source=f"reused from {path}",
-                         check=_stored_check(check), gradient_kernels=dict(stored.get("gradient_kernels", {})),
+                         check=_stored_check(check), gradient_kernels=kernels,
                          gradient_reasons=dict(stored.get("gradient_reasons", {})),
                          timed_step=stored.get("timed_step", "forward + backward"))
+
+
+def _damaged(path: str, problem: str) -> ValueError:
+    """The error of a decisions file whose content is not a placement's: naming it, the problem, and what to do."""
+    return ValueError(f"{JsonFileError(path, problem)}: it is not a placement decisions file; {_AGAIN}")
+
+
+def _check_problem(check: Optional[dict]) -> str:
+    """What is wrong with the whole-step check a decisions file records ("" when nothing, or none recorded)."""
+    if check is None:
+        return ""
+    problem = shape_problem(check, _CHECK_SCHEMA, "'check'")
+    verdicts = [verdict.value for verdict in CheckVerdict]
+    if not problem and check["verdict"] not in verdicts:
+        problem = f"'check' has the verdict {check['verdict']!r}, not one of {', '.join(map(repr, verdicts))}"
+    return problem
 
 
 def _stored_check(check: Optional[dict]) -> Optional[StepCheck]:
@@ -74,20 +91,14 @@ def check_decisions_fit(plan: PlacementPlan, region: Region, path: str) -> None:
     """Raise ValueError if ``plan`` names ops ``region`` lacks, or gradient kernels its ops cannot take: it was
     decided for another graph."""
     ops = {op.name: op for op in region.ops}
-    missing = sorted((set(plan.float32_ops) | set(plan.low_ops) | set(plan.gradient_kernels)) - set(ops))
+    missing = sorted((set(plan.float32_ops) | set(plan.low_ops) | plan.gradient_kernels.names()) - set(ops))
     if missing:
         raise ValueError(f"{path} holds placement decisions for another graph ({len(missing)} of its ops, e.g. "
                          f"{missing[0]!r}, are not in this one); " + _AGAIN)
-    for name, by_role in sorted(plan.gradient_kernels.items()):
-        op = ops[name]
-        roles = gradient_roles(op.type)
-        try:
-            unknown = sorted(set(by_role) - set(roles))
-            if unknown:
-                raise ValueError(f"{name} ({op.type}) has no {unknown[0]!r} gradient")
-            check_kernels(op, {roles.index(role): GradientKernel(kernel) for role, kernel in by_role.items()})
-        except ValueError as error:
-            raise ValueError(f"{path} holds placement decisions for another graph ({error}); " + _AGAIN) from error
+    try:
+        plan.gradient_kernels.check(ops)
+    except ValueError as error:
+        raise ValueError(f"{path} holds placement decisions for another graph ({error}); " + _AGAIN) from error
 
 
 def wait_for_decisions(path: str, precision: tf.DType, wait_seconds: float,

@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass.gradient_kernels import WEIGHT_ROLES, GradientKernel, gradient_roles, kernels_for
+from slim_mp.graph_pass.gradient_kernels import WEIGHT_ROLES, GradientKernel, gradient_roles, op_kernels
 from slim_mp.graph_pass.placement.estimate import CastModel
 from slim_mp.graph_pass.placement.noise import NoiseRule
 from slim_mp.graph_pass.placement.signatures import GradientTiming, OpTiming
@@ -27,10 +27,10 @@ from slim_mp.graph_pass.placement.signatures import GradientTiming, OpTiming
 
 @dataclasses.dataclass(frozen=True)
 class KernelChoice:
-    """An op's gradient kernels (input index -> kernel, ``LOW`` ones left out), its forward + backward low
-    milliseconds with them (casts included), and the sentence saying why."""
+    """An op's gradient kernels (role -> kernel, ``LOW`` ones left out), its forward + backward low milliseconds
+    with them (casts included), and the sentence saying why."""
 
-    kernels: Mapping[int, GradientKernel]
+    kernels: Mapping[str, GradientKernel]
     low_ms: float
     reason: str = ""
 
@@ -70,10 +70,7 @@ def _combination_ms(combination: Sequence[GradientKernel], gradients: Sequence[G
 
 def _options(op: tf.Operation, gradients: Sequence[GradientTiming]) -> List[Tuple[GradientKernel, ...]]:
     """Per gradient, the kernels it may take and has timings for."""
-    attrs = {name: op.get_attr(name) for name in ("strides", "dilations", "data_format", "padding")
-             if name in op.node_def.attr}
-    shapes = [tensor.shape.as_list() for tensor in op.inputs]
-    return [tuple(kernel for kernel in kernels_for(op.type, timing.role, attrs, shapes)
+    return [tuple(kernel for kernel in op_kernels(op, timing.role)
                   if kernel != GradientKernel.MATMUL or timing.matmul_ms is not None) for timing in gradients]
 
 
@@ -92,7 +89,7 @@ def choose_kernels(op: tf.Operation, timing: OpTiming, casts: CastModel, rule: N
     best = min(priced, key=lambda combination: (priced[combination], combination.count(GradientKernel.LOW) * -1))
     if rule.is_noise(priced[best], all_low, timing.noise):
         return KernelChoice({}, timing.low_ms)
-    kernels = {index: kernel for index, kernel in enumerate(best) if kernel != GradientKernel.LOW}
+    kernels = {g.role: kernel for g, kernel in zip(gradients, best) if kernel != GradientKernel.LOW}
     parts = [f"{g.role} gradient {_kernel_label(kernel, precision)}" for g, kernel in zip(gradients, best)
              if kernel != GradientKernel.LOW]
     reason = (f"{', '.join(parts)}: gradients {priced[best]:.3f} ms vs {all_low:.3f} ms all in {precision}, casts "

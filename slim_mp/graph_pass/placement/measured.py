@@ -1,34 +1,38 @@
-"""The measured placement, end to end. The decision, in the order the code below takes it:
+"""The measured placement, end to end. The decision, in the order the code below takes it; each step names
+its function, and ``_decided`` calls steps 2-7 in this order:
 
-1. Pinned: if ``options.decisions_file`` holds a plan for this precision and graph, return it (a
-   worker that may not write waits ``wait_seconds`` for the chief's file, then measures itself, with a
-   warning). Else decide (2-6) and, when ``write_decisions``, pin the plan there (``decisions``).
-2. Timings: the allow ops the static painting makes low, and the ops that follow them low (element-wise
-   ops, batch norm, pooling), get signatures (``signatures``); their
-   float32 and low milliseconds come from a fixed timings file (``options.fixed_timings()``), else
-   the timing cache, else micro-benchmarks now, which are cached (``timing_cache``); two cast sizes
-   fit the cast cost model. Estimate a placement by painting with it (``estimate``).
-3. Candidates (``search.find_candidates``), each with the reasons of the rule that found it:
-   static (nothing kept float32), all float32, per op (every op slower low alone, at +0% and at
-   +``low_precision_margin``), and the best estimate found by flipping whole connected low regions
-   (at both margins). The shortlist: those within ``verify_window`` of the best estimate, each
-   beside its twin that keeps the tail low.
-4. Whole steps, when the shortlist's estimates differ by more than the noise (``noise``) and whole
-   steps are timed (``options.times_whole_steps()``: not with fixed timings) and the region can be
-   copied (``region_copy``): time the shortlist side by side (``whole_steps``); the fastest wins,
-   but one with low ops only if it beats all float32 beyond the noise. Otherwise the best estimate.
-5. The check: if the chosen placement lowers anything and whole steps are timed, time it once more
-   beside all float32 (``step_check``; the search's rounds answer instead when it won there by more
-   than ``reuse_factor`` times the noise bound); keep it only if it beats all float32 beyond the
-   noise, else static if that does (timed then beside all float32), else all float32. Built steps
-   are kept for the decision (``candidate_step.StepPool``, which opens each in the background while
-   the next is built); every batch of rounds stops once its verdicts are settled
-   (``NoiseRule.settled``), the check's also once clear in every round (``NoiseRule.is_clear``,
-   the bound from the micro-benchmarks' noise: ``SearchContext.machine_noise``).
-6. The plan (``PlacementPlan``): the chosen ops kept float32 with their reasons, the low ops, the
-   estimates of the chosen, static and all-float32 placements, every candidate compared, the check.
-   The painting then applies it as fixed-float32 ops (``apply_placement``), so deny taint,
-   clear/infer spreading and minimal casts still apply.
+1. Pinned (``_pinned``): if ``files.decisions_file`` holds a plan for this precision and graph, return it
+   (a worker that may not write waits ``wait_seconds`` for the chief's file, then measures itself, with a
+   warning). Else decide (2-7) and, when ``write_decisions``, pin the plan there (``decisions``).
+2. Timings (``_op_timings``): the allow ops the static painting makes low, and the ops that follow them
+   low (element-wise ops, batch norm, pooling), get signatures (``_timed_signatures``); their float32 and low
+   milliseconds come from a fixed timings file (``options.fixed_timings()``), else the timing cache, else
+   micro-benchmarks now, which are cached (``timing_cache``); two cast sizes fit the cast cost model.
+   Where the check will likely time the all-float32 step, it is built meanwhile (``_float32_ahead``).
+3. Gradient kernels (``_gradient_kernels``): each low convolution's or product's gradients take the
+   kernels measured fastest with the casts they add (``kernel_choice``); its low time is then theirs in
+   the estimate, which paints a placement to price it (``estimate``).
+4. Candidates (``_candidates``), each with the reasons of the rule that found it: static (nothing kept
+   float32), all float32, per op (every op slower low alone, at +0% and at +``low_precision_margin``),
+   and the best estimate found by flipping whole connected low regions (at both margins).
+5. Whole steps (``_whole_steps``): the shortlist (``search.shortlist``: those within ``verify_window``
+   of the best estimate, the best beside its twin that keeps the tail low); when their estimates differ
+   by more than the noise (``noise``), whole steps are timed (``options.times_whole_steps()``: not with
+   fixed timings) and the region can be copied (``_step_copy``), they are timed side by side
+   (``whole_steps``): the fastest wins, but one with low ops only if it beats all float32 beyond the
+   noise. Otherwise the best estimate.
+6. The check (``_checked``): if the chosen placement lowers anything and whole steps are timed, time it
+   once more beside all float32 (``step_check``; the search's rounds answer instead when it won there by
+   more than ``reuse_factor`` times the noise bound); keep it only if it beats all float32 beyond the
+   noise, else static if that does (timed then beside all float32), else all float32. Built steps are
+   kept for the decision (``candidate_step.StepPool``, which opens each in the background while the next
+   is built); every batch of rounds stops once its verdicts are settled (``NoiseRule.settled``), the
+   check's also once clear in every round (``NoiseRule.is_clear``, the bound from the micro-benchmarks'
+   noise: ``SearchContext.machine_noise``).
+7. The plan (``_plan``): the chosen ops kept float32 with their reasons, the low ops and their gradient
+   kernels, the estimates of the chosen, static and all-float32 placements, every candidate compared,
+   the check (``PlacementPlan``). The painting then applies it as fixed-float32 ops (``apply_placement``),
+   so deny taint, clear/infer spreading and minimal casts still apply.
 """
 
 import dataclasses
@@ -39,21 +43,23 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from slim_mp.devices import detect_device, precision_support
+from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.paint import LOW, PaintConfig, paint
 from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.decisions import check_decisions_fit, wait_for_decisions, write_decisions
-from slim_mp.graph_pass.gradient_kernels import gradient_roles
-from slim_mp.graph_pass.placement.estimate import Estimator, fit_cast_model, follower_islands, low_regions, step_words
-from slim_mp.graph_pass.placement.kernel_choice import KernelChoice, choose_kernels
+from slim_mp.graph_pass.placement.estimate import (CastModel, Estimator, fit_cast_model, follower_islands,
+                                                   low_regions, step_words)
+from slim_mp.graph_pass.placement.kernel_choice import choose_kernels
 from slim_mp.graph_pass.placement.noise import pooled_noise
-from slim_mp.graph_pass.placement.options import Placement, PlacementOptions
+from slim_mp.graph_pass.placement.options import Placement, PlacementFiles, PlacementOptions, PlacementTuning
 from slim_mp.graph_pass.placement.plan import PlacementPlan
-from slim_mp.graph_pass.placement.region_copy import copy_for_timing, smaller_for_timing
+from slim_mp.graph_pass.placement.region_copy import RegionCopy, copy_for_timing, smaller_for_timing
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming, cast_signature, op_signature
-from slim_mp.graph_pass.placement.step_check import StepCheck, check_batch, judge, not_checked, reused_check
+from slim_mp.graph_pass.placement.step_check import StepCheck, whole_step_check
+from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
 from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
 from slim_mp.graph_pass.region import Region
@@ -61,7 +67,7 @@ from slim_mp.graph_pass.region import Region
 
 def measured_placement(region: Region, config: PaintConfig, options: Optional[PlacementOptions] = None,
                        objectives: Sequence[tf.Tensor] = ()) -> PlacementPlan:
-    """Decide which timed ops of ``region`` stay float32 on this device (step 1 above; 2-6 in ``_decided``).
+    """Decide which timed ops of ``region`` stay float32 on this device (the steps above).
 
     Args:
       region: the ops the pass rewrites.
@@ -74,26 +80,95 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
       The plan; ``apply_placement(config, plan.chosen())`` paints with it.
 
     Raises:
-      ValueError: when ``options.decisions_file`` is damaged or was written for another precision or
+      ValueError: when ``options.files.decisions_file`` is damaged or was written for another precision or
         another graph, or the fixed timings file is missing or damaged.
     """
     options = options or PlacementOptions()
-    path = options.decisions_file
-    if path:
-        started = time.perf_counter()
-        wait = 0.0 if options.write_decisions else options.wait_seconds
-        plan = wait_for_decisions(path, config.precision, wait, options.poll_seconds)
-        if plan is not None:
-            check_decisions_fit(plan, region, path)
-            plan.seconds = time.perf_counter() - started
-            return plan
-        if not options.write_decisions:
-            warnings.warn(f"placement: {path} did not appear within {options.wait_seconds:.0f}s; measuring here, "
-                          "so this worker's graph may differ from the chief's.", stacklevel=2)
+    files = options.files
+    plan = _pinned(region, config, files)
+    if plan is not None:
+        return plan
     plan = _decided(region, config, options, objectives)
-    if path and options.write_decisions:
-        write_decisions(path, plan, config.precision, options.target.describe())
+    if files.decisions_file and files.write_decisions:
+        write_decisions(files.decisions_file, plan, config.precision, options.measuring.target.describe())
     return plan
+
+
+def _pinned(region: Region, config: PaintConfig, files: PlacementFiles) -> Optional[PlacementPlan]:
+    """Step 1: the plan pinned in ``files.decisions_file`` for this graph, None when there is none to reuse."""
+    path = files.decisions_file
+    if not path:
+        return None
+    started = time.perf_counter()
+    wait = 0.0 if files.write_decisions else files.wait_seconds
+    plan = wait_for_decisions(path, config.precision, wait, files.poll_seconds)
+    if plan is None:
+        if not files.write_decisions:
+            warnings.warn(f"placement: {path} did not appear within {files.wait_seconds:.0f}s; measuring here, "
+                          "so this worker's graph may differ from the chief's.", stacklevel=3)
+        return None
+    check_decisions_fit(plan, region, path)
+    return dataclasses.replace(plan, seconds=time.perf_counter() - started)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpTimes:
+    """Step 2's result: the timed ops' timings by name, the cast cost model, how many signatures were measured
+    now and found cached, and the median noise of the op pairs measured now (``SearchContext.machine_noise``;
+    None when none was)."""
+
+    timings: Dict[str, OpTiming]
+    casts: CastModel
+    measured: int
+    cached: int
+    machine_noise: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChosenKernels:
+    """Step 3's result: the gradient kernels of the timed ops (``GradientKernels``), the sentence saying why
+    for each op with one, and the estimate over the timings, each op's low time that of its kernels."""
+
+    kernels: GradientKernels
+    reasons: Dict[str, str]
+    estimate: Estimator
+
+
+@dataclasses.dataclass(frozen=True)
+class Searched:
+    """Steps 4-6's result: every candidate found, the shortlist as timed, the placement kept and its check
+    (None when there was none: nothing lowered, or whole steps not timed)."""
+
+    found: List[Candidate]
+    timed: List[Candidate]
+    chosen: Candidate
+    check: Optional[StepCheck]
+
+
+def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
+             objectives: Sequence[tf.Tensor]) -> PlacementPlan:
+    """Steps 2-7, in order; built steps stay open (``StepPool``) until the check is done."""
+    started = time.perf_counter()
+    measuring = options.measuring
+    signatures = _timed_signatures(region, config, measuring.time_followers)
+    copy, why_not = _step_copy(region, options, objectives, bool(signatures))
+    cache = TimingCache(cache_dir(options.files.cache_dir), measuring.target.describe(), config.precision)
+    pool = StepPool(copy, config, measuring.target, measuring.step_warmup) if copy is not None else None
+    try:
+        ahead = _float32_ahead(pool, config, cache, signatures)
+        times = _op_timings(config, signatures, cache, options, pool.wait_idle if pool is not None else None)
+        chosen_kernels = _gradient_kernels(region, config, times, options.tuning)
+        if ahead is not None and any(t.low_ms < t.float32_ms for t in chosen_kernels.estimate.timings.values()):
+            pool.start([ahead])  # some op is faster low, so the check will likely time it: open it meanwhile
+        context = SearchContext(config, options, cache, chosen_kernels.estimate, copy, why_not,
+                                chosen_kernels.kernels, pool, times.machine_noise)
+        found = _candidates(region, chosen_kernels.estimate)
+        timed, chosen = _whole_steps(context, found)
+        chosen, check = _checked(context, chosen, timed)
+    finally:
+        if pool is not None:
+            pool.close()
+    return _plan(context, Searched(found, timed, chosen, check), times, chosen_kernels.reasons, started)
 
 
 # The classes of the ops that follow the allow ops low (element-wise ops, batch norm, pooling), whose low
@@ -111,37 +186,64 @@ def _timed_signatures(region: Region, config: PaintConfig, followers: bool) -> D
     return {name: s for name, s in signatures.items() if s is not None}
 
 
-def _check_likely(config: PaintConfig, options: PlacementOptions) -> bool:
+def _step_copy(region: Region, options: PlacementOptions, objectives: Sequence[tf.Tensor],
+               anything_timed: bool) -> Tuple[Optional[RegionCopy], str]:
+    """The region's copy whole steps are timed on (fed at most ``step_max_batch`` examples) and, when there is
+    none although whole steps are timed, why; (None, "") when no whole step is timed."""
+    if not (options.times_whole_steps() and anything_timed):
+        return None, ""
+    copy, why_not = copy_for_timing(region, objectives)
+    return (smaller_for_timing(copy, options.measuring.step_max_batch) if copy is not None else None), why_not
+
+
+def _check_likely(config: PaintConfig, target: MeasuringTarget) -> bool:
     """Whether the low precision is native where the step runs: then the check almost always times
     the all-float32 step, so its graph is worth building while the micro-benchmarks warm up (only
     when they run: with every op timing cached there is no warm-up to hide it behind, and the
     check's rounds are likely cached too)."""
     device = detect_device()
-    kind = options.target.device_type() or device.kind
+    kind = target.device_type() or device.kind
     return kind == device.kind and precision_support(device)[config.precision.name].native
 
 
-def _op_timings(region: Region, config: PaintConfig, signatures: Dict[str, OpSignature], cache: TimingCache,
-                options: PlacementOptions, before_rounds: Optional[Callable[[], object]]
-                ) -> Tuple[Estimator, Dict[str, KernelChoice], int, int, Optional[float]]:
-    """Step 2: the estimator over the timed ops' timings (by name; each op's low time with its best gradient
-    kernels, ``kernel_choice``), those kernel choices, how many signatures were measured / cached, and the
-    median noise of the op pairs measured now (``SearchContext.machine_noise``)."""
-    wanted = list(signatures.values()) + [cast_signature(n) for n in options.cast_sizes]
+def _float32_ahead(pool: Optional[StepPool], config: PaintConfig, cache: TimingCache,
+                   signatures: Dict[str, OpSignature]) -> Optional[Candidate]:
+    """The all-float32 step of the ops about to be timed, built in the background while the micro-benchmarks
+    warm up, where the check will likely time it (``_check_likely``) and there are micro-benchmarks to hide
+    behind; None when nothing is built ahead."""
+    if pool is None or not _check_likely(config, pool.target) or cache.has_op_timings(signatures.values()):
+        return None
+    ahead = all_float32_candidate(signatures)
+    pool.build_ahead([ahead])
+    return ahead
+
+
+def _op_timings(config: PaintConfig, signatures: Dict[str, OpSignature], cache: TimingCache,
+                options: PlacementOptions, before_rounds: Optional[Callable[[], object]]) -> OpTimes:
+    """Step 2: the timed ops' timings (by name), the cast model, and what was measured now."""
+    measuring = options.measuring
+    wanted = list(signatures.values()) + [cast_signature(n) for n in measuring.cast_sizes]
     by_signature, measured, cached = timings_for(wanted, cache, options, config.precision, before_rounds)
     noises = [by_signature[s].noise for s in measured if s in by_signature and s.op_type != CAST]
-    casts = fit_cast_model(by_signature, options.cast_sizes, options.target.training)
-    choices = {name: choose_kernels(region.graph.get_operation_by_name(name), by_signature[s], casts, options.noise,
-                                    config.precision.name)
-               for name, s in signatures.items() if s in by_signature}
-    timings: Dict[str, OpTiming] = {name: dataclasses.replace(by_signature[signatures[name]], low_ms=choice.low_ms)
-                                    for name, choice in choices.items()}
-    estimate = Estimator(region, config, timings, casts, options.low_precision_margin)
-    return estimate, choices, len(measured), cached, pooled_noise(noises)
+    timings = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
+    casts = fit_cast_model(by_signature, measuring.cast_sizes, measuring.target.training)
+    return OpTimes(timings, casts, len(measured), cached, pooled_noise(noises))
+
+
+def _gradient_kernels(region: Region, config: PaintConfig, times: OpTimes,
+                      tuning: PlacementTuning) -> ChosenKernels:
+    """Step 3: each timed op's gradient kernels (``kernel_choice``), and the estimate with their low times."""
+    ops = {name: region.graph.get_operation_by_name(name) for name in times.timings}
+    choices = {name: choose_kernels(ops[name], timing, times.casts, tuning.noise, config.precision.name)
+               for name, timing in times.timings.items()}
+    timings = {name: dataclasses.replace(times.timings[name], low_ms=choice.low_ms) for name, choice in choices.items()}
+    estimate = Estimator(region, config, timings, times.casts, tuning.low_precision_margin)
+    kernels = GradientKernels.by_role({name: choice.kernels for name, choice in choices.items()})
+    return ChosenKernels(kernels, {name: choices[name].reason for name in kernels.names()}, estimate)
 
 
 def _candidates(region: Region, estimate: Estimator) -> List[Candidate]:
-    """Step 3: the candidates by the estimate with the margin and without (``search.find_candidates``)."""
+    """Step 4: the candidates by the estimate with the margin and without (``search.find_candidates``)."""
     static_low = set(estimate.painted(static_candidate())[1])
     timed = set(estimate.timings)
     allow = {op.name for op in region.ops if estimate.config.classes.class_of(op.type) == "allow"}
@@ -151,93 +253,51 @@ def _candidates(region: Region, estimate: Estimator) -> List[Candidate]:
                            estimate.config.precision.name, islands)
 
 
-def _with_steps(context: SearchContext, timed: List[Candidate]) -> List[Candidate]:
-    """Step 4: ``timed``, each with its whole step and that step's noise against the all-float32 one (when timed)."""
-    reference = timed.index(context.all_float32) if context.all_float32 in timed else 0
-    times = steps_timed(context, timed, reference, StepBatch.COMPARE)
-    if times is None:
-        return timed
-    return [dataclasses.replace(c, step_ms=t.ms, step_noise=t.noise) if t else c for c, t in zip(timed, times)]
+def _whole_steps(context: SearchContext, found: Sequence[Candidate]) -> Tuple[List[Candidate], Candidate]:
+    """Step 5: the shortlist, each with its whole step and that step's noise against the all-float32 one
+    (when timed), and the one chosen (``search.decide_by_steps``, else the best estimate)."""
+    tuning = context.options.tuning
+    timed = shortlist(found, context.estimate, tuning)
+    if context.copy is not None and worth_timing(timed, tuning.noise):
+        reference = timed.index(context.all_float32) if context.all_float32 in timed else 0
+        times = steps_timed(context, timed, reference, StepBatch.COMPARE)
+        if times is not None:
+            timed = [dataclasses.replace(c, step_ms=t.ms, step_noise=t.noise) if t else c
+                     for c, t in zip(timed, times)]
+    return timed, decide_by_steps(context, timed) or timed[0]
 
 
-def _checked(context: SearchContext, chosen: Candidate, timed: Sequence[Candidate]) -> Tuple[Candidate, StepCheck]:
-    """Step 5: ``chosen``, or what replaces it, after the whole-step check, and the check's record."""
-    if context.copy is None:
-        return chosen, not_checked(context.why_not_copied)
-    reused = reused_check(timed, chosen, context.all_float32, context.precision, context.options)
-    if reused is not None:
-        return reused
-    static = static_candidate()
-    if context.steps is not None:
-        context.steps.keep_only([chosen, context.all_float32, static])
-    batch = check_batch(chosen, context.all_float32)
-    times = steps_timed(context, batch, len(batch) - 1, StepBatch.CHECK)
-    if times is None:
-        return chosen, not_checked("timing the steps failed")
-    return judge(batch, times, context.precision, context.options,
-                 lambda: steps_timed(context, [static, context.all_float32], 1, StepBatch.STATIC))
+def _checked(context: SearchContext, chosen: Candidate,
+             timed: Sequence[Candidate]) -> Tuple[Candidate, Optional[StepCheck]]:
+    """Step 6: ``chosen``, or what replaces it, after the whole-step check, and the check's record (None when
+    it does not apply: nothing lowered, or whole steps not timed)."""
+    if not (context.options.times_whole_steps() and context.lowered(chosen)):
+        return chosen, None
+    kept, check = whole_step_check(context, chosen, timed)
+    copy = context.copy
+    if copy is not None and copy.full_batch is not None:
+        check = dataclasses.replace(check, reason=f"{check.reason} (whole steps of {copy.batch()} of the step's "
+                                                  f"{copy.full_batch} examples)")
+    return kept, check
 
 
-def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
-             objectives: Sequence[tf.Tensor]) -> PlacementPlan:
-    """Steps 2-6: time, search, check, and the plan."""
-    started = time.perf_counter()
-    cache = TimingCache(cache_dir(options.cache_dir), options.target.describe(), config.precision)
-    signatures = _timed_signatures(region, config, options.time_followers)
-    copy, why_not = (copy_for_timing(region, objectives) if options.times_whole_steps() and signatures
-                     else (None, ""))
-    copy = smaller_for_timing(copy, options.step_max_batch) if copy is not None else None
-    pool = StepPool(copy, config, options.target, options.step_warmup) if copy is not None else None
-    try:
-        ahead = (pool is not None and _check_likely(config, options)
-                 and not cache.has_op_timings(signatures.values()))
-        if ahead:
-            pool.build_ahead([all_float32_candidate(signatures)])
-        estimate, choices, measured, cached, machine_noise = _op_timings(
-            region, config, signatures, cache, options, pool.wait_idle if pool is not None else None)
-        kernels = {name: choice.kernels for name, choice in choices.items() if choice.kernels}
-        config = dataclasses.replace(config, gradient_kernels=kernels)
-        if pool is not None:
-            pool.use_gradient_kernels(kernels)
-        if ahead and any(t.low_ms < t.float32_ms for t in estimate.timings.values()):
-            # Some op is faster low, so the check will likely time it: open it while the search runs.
-            pool.start([all_float32_candidate(signatures)])
-        timings = estimate.timings
-        found = _candidates(region, estimate)
-        timed = shortlist(found, estimate, options)
-        reference = all_float32_candidate(timings)
-        context = SearchContext(config, options, cache, estimate, copy, why_not,
-                                all_float32=next((c for c in found if c == reference), reference), steps=pool,
-                                machine_noise=machine_noise)
-        if copy is not None and worth_timing(timed, options):
-            timed = _with_steps(context, timed)
-        chosen = decide_by_steps(timed, timings, context.precision, options) or timed[0]
-        check = None
-        if options.times_whole_steps() and context.lowered(chosen):
-            chosen, check = _checked(context, chosen, timed)
-            if copy is not None and copy.full_batch is not None:
-                batch = copy.batch()
-                check = dataclasses.replace(check, reason=f"{check.reason} (whole steps of {batch} of the step's "
-                                                          f"{copy.full_batch} examples)")
-    finally:
-        if pool is not None:
-            pool.close()
-    compared = {c: c for c in found}
-    compared.update({c: c for c in timed})
-    fixed = options.fixed_timings()
+def _plan(context: SearchContext, searched: Searched, times: OpTimes, kernel_reasons: Dict[str, str],
+          started: float) -> PlacementPlan:
+    """Step 7: the plan of ``searched.chosen`` and what it was based on (``started``: when step 2 began)."""
+    chosen, estimate, options = searched.chosen, context.estimate, context.options
+    compared = {c: c for c in searched.found}
+    compared.update({c: c for c in searched.timed})
     low_ops = sorted(context.lowered(chosen))
-    roles = {name: gradient_roles(region.graph.get_operation_by_name(name).type) for name in kernels}
+    kernels = context.kernels.only(low_ops)
+    fixed = options.fixed_timings()
     return PlacementPlan(
-        float32_ops=dict(sorted(chosen.reasons.items())),
-        low_ops=low_ops, tail_low=chosen.tail_low,
-        gradient_kernels={name: {roles[name][index]: str(kernel) for index, kernel in sorted(kernels[name].items())}
-                          for name in low_ops if name in kernels},
-        gradient_reasons={name: choices[name].reason for name in low_ops if name in kernels},
-        timed_step=step_words(options.target.training),
+        float32_ops=dict(sorted(chosen.reasons.items())), low_ops=low_ops, tail_low=chosen.tail_low,
+        gradient_kernels=kernels, gradient_reasons={name: kernel_reasons[name] for name in sorted(kernels.names())},
+        timed_step=step_words(options.measuring.target.training),
         estimated_ms=estimate(chosen), static_estimated_ms=estimate(static_candidate()),
         float32_estimated_ms=estimate(context.all_float32),
-        measured_signatures=measured, cached_signatures=cached,
-        candidates=sorted(compared.values(), key=lambda c: c.estimated_ms), check=check,
+        measured_signatures=times.measured, cached_signatures=times.cached,
+        candidates=sorted(compared.values(), key=lambda c: c.estimated_ms), check=searched.check,
         seconds=time.perf_counter() - started,
         source=f"fixed timings from {fixed}" if fixed else Placement.MEASURED.value,
     )

@@ -15,7 +15,7 @@ are shared where their shape and type are (``SharedInputs``).
 
 import collections
 import dataclasses
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -240,6 +240,19 @@ def _scaled(timing: OpTiming, factor: float) -> OpTiming:
     return OpTiming(timing.float32_ms * factor, timing.low_ms * factor, timing.noise, gradients)
 
 
+def _flattened(fetched: Iterable[_Timed]) -> Tuple[List[tf.Tensor], List[Tuple[List[int], List[int]]]]:
+    """Every fetch of ``fetched`` in one list, and per signature the indexes of its float32 and its low ones."""
+    flat: List[tf.Tensor] = []
+    groups: List[Tuple[List[int], List[int]]] = []
+    for timed in fetched:
+        float32 = list(range(len(flat), len(flat) + len(timed.float32)))
+        flat.extend(timed.float32.values())
+        low = list(range(len(flat), len(flat) + len(timed.low)))
+        flat.extend(timed.low.values())
+        groups.append((float32, low))
+    return flat, groups
+
+
 def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, target: MeasuringTarget,
                     rounds: PairRounds) -> Dict[OpSignature, OpTiming]:
     """Time each signature in float32 and in ``precision`` (a cast pair: low only) in one standalone
@@ -263,14 +276,7 @@ def micro_benchmark(signatures: Sequence[OpSignature], precision: tf.DType, targ
             except (TypeError, ValueError, LookupError, tf.errors.OpError):
                 continue
         init = variables_initializer()
-    flat: List[tf.Tensor] = []
-    groups: List[Tuple[List[int], List[int]]] = []
-    for timed in fetched.values():
-        float32 = list(range(len(flat), len(flat) + len(timed.float32)))
-        flat.extend(timed.float32.values())
-        low = list(range(len(flat), len(flat) + len(timed.low)))
-        flat.extend(timed.low.values())
-        groups.append((float32, low))
+    flat, groups = _flattened(fetched.values())
     timings: Dict[OpSignature, OpTiming] = {}
     with target.op_session(graph) as session:
         session.run(init)

@@ -5,7 +5,7 @@ noise measured with it (``slim_mp.timing.relative_noise`` of the rounds both wer
 both: a floor alone trusts a busy machine's timings too much, a measured noise alone trusts a
 quiet machine's two lucky rounds. The search (whether to time whole steps, which step wins), the
 rounds' early stop and the whole-step check (``step_check``) decide by this rule only: one frozen
-``NoiseRule`` (held by ``PlacementOptions.noise``) and its verbs.
+``NoiseRule`` (held by ``PlacementTuning.noise``) and its verbs.
 """
 
 import dataclasses
@@ -31,24 +31,20 @@ class NoiseVerdict:
 class NoiseRule:
     """When a timed difference counts, and when timing may stop.
 
-    ``floor``: the 1% rule: a difference is noise unless it exceeds both this fraction and the
-    noise measured with it (``bound``). ``settle_factor``: rounds stop once the two times compared
-    differ, either way, by more than this many bounds (``settled``). 2: the verdict is looked at
-    after every round, so a lucky round gets several chances; twice the bound leaves that room,
-    and a margin that large (a 1.7x faster convolution) needs no more rounds to be told.
-    ``reuse_factor``: the whole-step check reuses the search's timing of the chosen step beside all
-    float32 when it won there by more than this many bounds (``reusable``). 4: the chosen one is
-    the fastest of several noisy steps, flattered by about their spread (one to two bounds); four
-    leaves a win of two bounds or more once that is taken off. ``clear_factor``: a verdict against
-    all float32 stops after two rounds when every round of one step beat every round of the other
-    by more than this many bounds, the bound from the noise measured just before (``is_clear``). 4,
-    as ``reuse_factor``: only a margin many bounds wide.
+    ``floor``: a difference is noise unless it exceeds both this fraction and the noise measured with it
+    (``bound``). Rounds stop once the two times compared differ, either way, by more than
+    ``settle_factor`` bounds (``settled``), a check's whole steps no earlier than round
+    ``settle_step_runs``; the whole-step check reuses the search's rounds for a win wider than
+    ``reuse_factor`` bounds (``reusable``); a verdict against all float32 stops after two rounds when
+    every round is ``clear_factor`` bounds apart (``is_clear``). Why each default is what it is:
+    docs/placement.md's tuning table.
     """
 
     floor: float = 0.01
     settle_factor: float = 2.0
     reuse_factor: float = 4.0
     clear_factor: float = 4.0
+    settle_step_runs: int = 7
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.floor < 1.0:
@@ -57,6 +53,9 @@ class NoiseRule:
             if getattr(self, name) < 1.0:
                 raise ValueError(f"NoiseRule({name}={getattr(self, name)!r}) must be at least 1 (a number of noise "
                                  "bounds), e.g. 2.")
+        if self.settle_step_runs < 1:
+            raise ValueError(f"NoiseRule(settle_step_runs={self.settle_step_runs!r}) must be at least 1 (a round), "
+                             "e.g. 7.")
 
     def bound(self, measured_noise: float = 0.0) -> float:
         """The fraction a difference must exceed to count: ``max(floor, measured_noise)``."""

@@ -1,15 +1,17 @@
 """How the measured placement is asked for and tuned: the placement names and ``PlacementOptions``.
 
-Every tuning value of the placement lives in ``PlacementOptions``, so a caller or a test changes
-one field, and each rule reads its value from one place. The placement's other modules hold no
-tuning: their few constants are facts (file schemas, op types, the fewest rounds a spread can be
-read from), not knobs.
+``PlacementOptions`` holds three small frozen records, one per question: where the files go
+(``PlacementFiles``), what may be measured, where and how (``PlacementMeasuring``), and the search's
+tuning (``PlacementTuning``, with the noise rule, ``NoiseRule``). Every field, its default and why it
+is what it is are told once, in docs/placement.md's tuning table (a test keeps the table and the
+records alike). The placement's other modules hold no tuning: their few constants are facts (file
+schemas, op types, the fewest rounds a spread can be read from), not knobs.
 """
 
 import dataclasses
 import enum
 import os
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -60,51 +62,9 @@ def resolve_placement(placement: Optional[str]) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class PlacementOptions:
-    """Where timings and decisions live, how to measure, and the search's tuning.
-
-    Files: ``cache_dir`` holds the timing cache (default ``$SLIM_MP_CACHE_DIR`` or
-    ``~/.cache/slim_mp/placement``). ``decisions_file``: reuse the demoted ops recorded there; if it does
-    not exist, measure and (when ``write_decisions``) write it. A reader that may not write (a non-chief
-    worker) waits up to ``wait_seconds`` for the writer. ``timings_file`` (default
-    ``$SLIM_MP_TIMINGS_FILE``): fixed per-op-type timings used instead of measuring (reproducible
-    decisions: the test suite sets it); whole steps are then not timed (``fixed_timings``).
-
-    Measuring: ``measure`` / ``measure_steps`` replace the micro-benchmarks and the whole-step timing
-    (tests pass fakes). ``target``: where the step will run (``MeasuringTarget``: device, session
-    options, training or inference); everything is timed there. ``time_steps``: time close candidates
-    as whole steps and check the chosen placement as a whole step against all float32 and the
-    static placement (``step_check``); False decides on the per-op estimate alone. ``warmup`` /
-    ``runs``: the micro-benchmarks' untimed runs and timed interleaved rounds (one warm-up: the first
-    run pays oneDNN's primitive creation and the allocations, and of the timed rounds only the
-    fastest counts); ``step_warmup``: the untimed runs of each whole step (its first run pays
-    grappler and the executor).
-
-    Tuning: ``low_precision_margin``: low times count this fraction more in the estimate (what goes
-    low around the allow ops is not timed). ``verify_window``: candidates whose estimate is within
-    this fraction of the best are timed as whole steps, at most ``max_timed_candidates``.
-    ``noise``: the noise rule (``NoiseRule``: its floor, the 1% rule, and the factors at which
-    rounds settle, the search's rounds answer the check, and two rounds are clear), so candidates
-    whose estimates all lie within the floor are not timed, and a placement with low-precision ops
-    must beat the all-float32 step beyond the noise. Whole steps get as many timed runs as fit
-    ``step_timing_ms`` for all candidates, between ``min_step_runs`` and ``max_step_runs``, and settle no
-    earlier than round ``settle_step_runs`` (7): their verdict is the guarantee, and the spread of three
-    ratios can be small by luck (a big network gets only ``min_step_runs`` rounds anyway); the search's batch,
-    which only ranks the candidates, settles from the third. ``cast_sizes``: element counts of the two casts
-    timed to fit the cast cost model.
-    ``op_max_elements``: a convolution or product whose first input holds more elements is timed on
-    part of its batch, its times scaled up (``micro_benchmark.timed_signature``): at 1M elements
-    (a ResNet-50 224 px block-1 layer at batch 5), a batch-32 step's ops cost what a batch-8 one's do.
-    ``time_followers``: also time the ops that follow the allow ops low (element-wise ops, batch norm,
-    pooling) and let the search keep islands of them float32 where that pays, casts counted
-    (``estimate.follower_islands``). Off by default: on a 2-core AMX Xeon it kept every island of ResNet-50
-    and MobileNet v1 low (their float32 kernels are faster alone, the casts around them cost more) and
-    added 6.7 s to ResNet-50's cold pass (docs/BENCHMARKS.md).
-    ``step_max_batch``: whole steps of a larger batch are timed fed this many examples, when the graph
-    builds so (``region_copy.smaller_for_timing``): the check times each step three times or more, and
-    a batch-32 ResNet-50 step takes 3 s in float32; at 4, ResNet-50 and MobileNet v1 at batch 8 rank
-    their candidates as at 8, in 9 s of cold pass instead of 10.6 (docs/BENCHMARKS.md).
-    """
+class PlacementFiles:
+    """Where the placement's files go: the timing cache, the decisions file (and how a worker waits for the
+    chief's), and a fixed timings file used instead of measuring."""
 
     cache_dir: Optional[str] = None
     decisions_file: Optional[str] = None
@@ -112,39 +72,78 @@ class PlacementOptions:
     wait_seconds: float = 0.0
     poll_seconds: float = 0.5
     timings_file: Optional[str] = None
-    measure: Optional[Measure] = None
-    time_steps: bool = True
-    measure_steps: Optional[MeasureSteps] = None
-    target: MeasuringTarget = MeasuringTarget()
-    warmup: int = 1
-    runs: int = 7
-    step_warmup: int = 1
-    low_precision_margin: float = 0.20
-    verify_window: float = 0.35
-    max_timed_candidates: int = 4
-    noise: NoiseRule = NoiseRule()
-    step_timing_ms: float = 2500.0
-    min_step_runs: int = 3
-    max_step_runs: int = 21
-    cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
-    op_max_elements: int = 1 << 20
-    time_followers: bool = False
-    step_max_batch: int = 4
-    settle_step_runs: int = 7
 
     def fixed_timings_file(self) -> Optional[str]:
         """``timings_file``, else ``$SLIM_MP_TIMINGS_FILE``, else None (measure on this device)."""
         return self.timings_file or os.environ.get(TIMINGS_FILE_ENV) or None
 
+
+@dataclasses.dataclass(frozen=True)
+class PlacementMeasuring:
+    """What may be measured, where and how: the target the step runs on, the measuring functions (tests inject
+    fakes), whether whole steps and the ops after the allow ops are timed, and the size of what is timed."""
+
+    target: MeasuringTarget = MeasuringTarget()
+    measure: Optional[Measure] = None
+    measure_steps: Optional[MeasureSteps] = None
+    time_steps: bool = True
+    time_followers: bool = False
+    warmup: int = 1
+    runs: int = 7
+    step_warmup: int = 1
+    cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
+    op_max_elements: int = 1 << 20
+    step_max_batch: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementTuning:
+    """The search's tuning: the estimate's margin, which candidates are timed as whole steps and for how
+    many rounds, and when a timed difference counts (``noise``)."""
+
+    low_precision_margin: float = 0.20
+    verify_window: float = 0.35
+    max_timed_candidates: int = 4
+    step_timing_ms: float = 2500.0
+    min_step_runs: int = 3
+    max_step_runs: int = 21
+    noise: NoiseRule = NoiseRule()
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementOptions:
+    """How the measured placement works: where its files go (``files``), what it may measure and how
+    (``measuring``), and its tuning (``tuning``); every field in docs/placement.md's tuning table.
+
+    Example: ``PlacementOptions(PlacementFiles(decisions_file="run/placement.json"))`` pins the decision of
+    a run; ``PlacementOptions(measuring=PlacementMeasuring(time_steps=False))`` decides on the estimate alone.
+    """
+
+    files: PlacementFiles = PlacementFiles()
+    measuring: PlacementMeasuring = PlacementMeasuring()
+    tuning: PlacementTuning = PlacementTuning()
+
+    def __post_init__(self) -> None:
+        for name, kind in (("files", PlacementFiles), ("measuring", PlacementMeasuring), ("tuning", PlacementTuning)):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise TypeError(f"PlacementOptions({name}=...) must be a {kind.__name__}, got {type(value).__name__}.")
+
+    def placed(self, ops: Iterable[tf.Operation]) -> "PlacementOptions":
+        """These options, the target's device the one most of ``ops`` are placed on when it names none
+        (``MeasuringTarget.placed``): where the painting and every timing take their device from."""
+        target = self.measuring.target.placed(ops)
+        return dataclasses.replace(self, measuring=dataclasses.replace(self.measuring, target=target))
+
     def fixed_timings(self) -> Optional[str]:
         """The fixed timings file the op timings come from, or None when they are measured.
 
-        The one rule for it: an injected ``measure`` (a test's fake) wins over a fixed file, which
-        wins over measuring. Fixed timings say nothing about this machine, so with them no whole
+        The one rule for it: an injected ``measuring.measure`` (a test's fake) wins over a fixed file,
+        which wins over measuring. Fixed timings say nothing about this machine, so with them no whole
         step is timed either (``times_whole_steps``).
         """
-        return None if self.measure is not None else self.fixed_timings_file()
+        return None if self.measuring.measure is not None else self.files.fixed_timings_file()
 
     def times_whole_steps(self) -> bool:
-        """Whether whole steps are timed: ``time_steps`` is on and the op timings are not fixed."""
-        return self.time_steps and not self.fixed_timings()
+        """Whether whole steps are timed: ``measuring.time_steps`` is on and the op timings are not fixed."""
+        return self.measuring.time_steps and not self.fixed_timings()

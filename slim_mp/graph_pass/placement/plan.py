@@ -3,16 +3,14 @@
 import dataclasses
 from typing import Dict, List, Optional
 
-import tensorflow as tf
-
-from slim_mp.graph_pass.gradient_kernels import gradient_roles
+from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.placement.options import Placement
 from slim_mp.graph_pass.placement.step_check import StepCheck
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class PlacementPlan:
     """The decision: timed ops kept in float32 (op name -> reason) and what it was based on.
 
@@ -21,9 +19,9 @@ class PlacementPlan:
     placement compared, with its estimate and timed step. ``check``: the whole-step check of the
     choice against all float32 and the static placement (``step_check``); None when it did not
     apply (nothing lowered, nothing timed: fixed timings, ``time_steps`` off, a reused decision
-    records the check it was made with). ``gradient_kernels``: per low op whose gradients do not all
-    run in the low type, role -> kernel (``GradientKernel``: ``float32`` or ``matmul``), with the
-    sentence saying why in ``gradient_reasons`` (``kernel_choice``). ``timed_step``: what was timed,
+    records the check it was made with). ``gradient_kernels``: the low ops whose gradients do not all
+    run in the low type and their kernels (``GradientKernels``), with the sentence saying why per op
+    in ``gradient_reasons`` (``kernel_choice``). ``timed_step``: what was timed,
     ``forward + backward`` (a training step) or ``forward`` (evaluation, export: ``MeasuringTarget.training``).
     """
 
@@ -40,7 +38,7 @@ class PlacementPlan:
     seconds: float = 0.0
     source: str = Placement.MEASURED.value
     timed: bool = True
-    gradient_kernels: Dict[str, Dict[str, str]] = dataclasses.field(default_factory=dict)
+    gradient_kernels: GradientKernels = GradientKernels()
     gradient_reasons: Dict[str, str] = dataclasses.field(default_factory=dict)
     timed_step: str = "forward + backward"
 
@@ -48,13 +46,9 @@ class PlacementPlan:
         """The decision as a candidate, its reasons those recorded when it was made."""
         return Candidate(frozenset(self.float32_ops), self.tail_low, reasons=dict(self.float32_ops))
 
-    def applied(self, config: PaintConfig, graph: tf.Graph) -> PaintConfig:
-        """``config`` painting as this plan decided: its float32 ops and tail (``apply_placement``) and the
-        gradient kernels of its low ops, by input index of the ops of ``graph``."""
-        kernels = {name: {gradient_roles(graph.get_operation_by_name(name).type).index(role): kernel
-                          for role, kernel in by_role.items()}
-                   for name, by_role in self.gradient_kernels.items()}
-        return dataclasses.replace(apply_placement(config, self.chosen()), gradient_kernels=kernels)
+    def applied(self, config: PaintConfig) -> PaintConfig:
+        """``config`` painting as this plan decided: its float32 ops and tail (``apply_placement``)."""
+        return apply_placement(config, self.chosen())
 
     def as_json(self) -> dict:
         """The plan as plain JSON values."""
@@ -63,6 +57,7 @@ class PlacementPlan:
         chosen = self.chosen()
         content["candidates"] = [c.as_json(chosen=c == chosen) for c in self.candidates]
         content["check"] = self.check.as_json() if self.check else None
+        content["gradient_kernels"] = self.gradient_kernels.as_json()
         return content
 
 

@@ -16,8 +16,10 @@ import dataclasses
 from typing import Callable, Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
+from slim_mp.graph_pass.placement.context import SearchContext
 from slim_mp.graph_pass.placement.estimate import Estimator, step_words
-from slim_mp.graph_pass.placement.options import PlacementOptions
+from slim_mp.graph_pass.placement.noise import NoiseRule
+from slim_mp.graph_pass.placement.options import PlacementTuning
 from slim_mp.graph_pass.placement.signatures import OpTiming
 
 
@@ -105,7 +107,8 @@ def find_candidates(estimators: Sequence[Estimator], regions: Sequence[FrozenSet
     """
     judge = estimators[-1]
     units = list(islands) + list(regions)  # an op's reason names its smallest unit
-    found = [static_candidate(), _best_of(frozenset(judge.timings), "all float32", judge, units, precision)]
+    all_float32 = all_float32_candidate(judge.timings).float32_ops
+    found = [static_candidate(), _best_of(all_float32, "all float32", judge, units, precision)]
     for estimate in estimators:
         found.append(_per_op(estimate, precision))
         best = choose_demoted(lambda names: estimate(Candidate(names)), estimate.allow_timings(), regions,
@@ -122,29 +125,28 @@ def find_candidates(estimators: Sequence[Estimator], regions: Sequence[FrozenSet
     return sorted(candidates, key=lambda c: (c.estimated_ms, len(c.float32_ops)))
 
 
-def shortlist(candidates: Sequence[Candidate], estimate: Estimator, options: PlacementOptions) -> List[Candidate]:
+def shortlist(candidates: Sequence[Candidate], estimate: Estimator, tuning: PlacementTuning) -> List[Candidate]:
     """The candidates worth timing as whole steps: those within ``verify_window`` of the best estimate, at most
     ``max_timed_candidates``, the best one followed by its twin with the tail kept low where that paints
     differently (``refine`` demotes the tail to save casts, which splits conv + bias + relu fusions; only
     timing tells which is faster). One twin, the best's: every step timed costs the cold pass its build, its
     opening and seven rounds or more."""
     best = min(c.estimated_ms for c in candidates)
-    close = [c for c in candidates if c.estimated_ms <= best * (1 + options.verify_window)]
+    close = [c for c in candidates if c.estimated_ms <= best * (1 + tuning.verify_window)]
     result = close[:1]
     twin = dataclasses.replace(close[0], tail_low=True, found_as=close[0].found_as + ("tail kept low",))
     if estimate.painted(twin)[1] != estimate.painted(close[0])[1]:
         result.append(dataclasses.replace(twin, estimated_ms=estimate(twin)))
-    return (result + close[1:])[:options.max_timed_candidates]
+    return (result + close[1:])[:tuning.max_timed_candidates]
 
 
-def worth_timing(timed: Sequence[Candidate], options: PlacementOptions) -> bool:
+def worth_timing(timed: Sequence[Candidate], noise: NoiseRule) -> bool:
     """Whether the candidates' estimates differ by more than the timing's noise."""
     estimates = [c.estimated_ms for c in timed]
-    return len(timed) > 1 and not options.noise.is_noise(min(estimates), max(estimates))
+    return len(timed) > 1 and not noise.is_noise(min(estimates), max(estimates))
 
 
-def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming], precision: str,
-                    options: PlacementOptions) -> Optional[Candidate]:
+def decide_by_steps(context: SearchContext, timed: Sequence[Candidate]) -> Optional[Candidate]:
     """The fastest timed candidate, its reasons now the whole steps'; all float32 unless beaten beyond the noise.
 
     Beyond the noise: by more than ``max(noise.floor, the fastest step's measured noise against the
@@ -153,11 +155,12 @@ def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming],
     with_steps = [c for c in timed if c.step_ms is not None]
     if not with_steps:
         return None
+    noise, precision, timings = context.options.tuning.noise, context.precision, context.estimate.timings
     fastest = min(with_steps, key=lambda c: c.step_ms)
-    all_float32 = next((c for c in with_steps if c == all_float32_candidate(timings)), None)
+    all_float32 = next((c for c in with_steps if c == context.all_float32), None)
     chosen = fastest
     if all_float32 is not None and fastest is not all_float32:
-        wins = options.noise.win_verdict(precision, fastest.step_ms, all_float32.step_ms, fastest.step_noise).wins
+        wins = noise.win_verdict(precision, fastest.step_ms, all_float32.step_ms, fastest.step_noise).wins
         chosen = fastest if wins else all_float32
     reasons = {}
     for name in chosen.float32_ops:
@@ -166,7 +169,7 @@ def decide_by_steps(timed: Sequence[Candidate], timings: Mapping[str, OpTiming],
             reasons[name] = chosen.reason(name)
             continue
         best_low = min(with_low, key=lambda c: c.step_ms)
-        verdict = options.noise.win_verdict(precision, best_low.step_ms, chosen.step_ms, best_low.step_noise).sentence
+        verdict = noise.win_verdict(precision, best_low.step_ms, chosen.step_ms, best_low.step_noise).sentence
         lost = "slower in" if best_low.step_ms >= chosen.step_ms else "not worth"
         alone = f"this op alone {timings[name].low_ms:.3f} vs {timings[name].float32_ms:.3f} ms"
         reasons[name] = (f"{lost} {precision} on this device: {verdict} (whole training steps timed side by side; "

@@ -19,7 +19,9 @@ import enum
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from slim_mp.graph_pass.placement.candidate import Candidate, lowered_ops, static_candidate
-from slim_mp.graph_pass.placement.options import PlacementOptions
+from slim_mp.graph_pass.placement.context import SearchContext
+from slim_mp.graph_pass.placement.noise import NoiseRule
+from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
 from slim_mp.timing import Timed
 
 
@@ -72,25 +74,25 @@ def _low_label(chosen: Candidate, all_float32: Candidate, precision: str) -> str
 
 
 def reused_check(timed: Sequence[Candidate], chosen: Candidate, all_float32: Candidate, precision: str,
-                 options: PlacementOptions) -> Optional[Tuple[Candidate, StepCheck]]:
+                 noise: NoiseRule) -> Optional[Tuple[Candidate, StepCheck]]:
     """The check answered by the search's whole steps (``timed``), when the chosen step beat the
     all-float32 one there by more than ``NoiseRule.reuse_factor`` times the noise bound; else None."""
     steps = {c: c for c in timed if c.step_ms is not None}
     chosen_step, float32_step = steps.get(chosen), steps.get(all_float32)
     if chosen_step is None or float32_step is None:
         return None
-    if not options.noise.reusable(chosen_step.step_ms, float32_step.step_ms, chosen_step.step_noise):
+    if not noise.reusable(chosen_step.step_ms, float32_step.step_ms, chosen_step.step_noise):
         return None
     static_step = steps.get(static_candidate())
-    verdict = options.noise.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.step_ms,
+    verdict = noise.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.step_ms,
                                   float32_step.step_ms, chosen_step.step_noise)
-    reason = f"{verdict.sentence}, in the search's rounds, by more than {options.noise.reuse_factor:g}x that bound"
+    reason = f"{verdict.sentence}, in the search's rounds, by more than {noise.reuse_factor:g}x that bound"
     return chosen, StepCheck(CheckVerdict.ACCEPTED, reason, chosen_step.step_ms, float32_step.step_ms,
                              static_step.step_ms if static_step else None, chosen_step.step_noise)
 
 
 def judge(batch: Sequence[Candidate], times: Sequence[Optional[Timed]], precision: str,
-          options: PlacementOptions, time_static: TimeStatic) -> Tuple[Candidate, StepCheck]:
+          noise: NoiseRule, time_static: TimeStatic) -> Tuple[Candidate, StepCheck]:
     """The placement kept after timing ``batch`` (``check_batch``'s order) and the check's record.
 
     ``times``: per candidate of ``batch``, its step and its noise against the all-float32 step.
@@ -103,7 +105,7 @@ def judge(batch: Sequence[Candidate], times: Sequence[Optional[Timed]], precisio
     static = static_candidate()
     record = dict(chosen_ms=chosen_step.ms, float32_ms=float32_step.ms,
                   static_ms=chosen_step.ms if chosen == static else None, noise=chosen_step.noise)
-    verdict = options.noise.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.ms, float32_step.ms,
+    verdict = noise.win_verdict(_low_label(chosen, all_float32, precision), chosen_step.ms, float32_step.ms,
                                   chosen_step.noise)
     if verdict.wins:
         return chosen, StepCheck(CheckVerdict.ACCEPTED, verdict.sentence, **record)
@@ -111,7 +113,7 @@ def judge(batch: Sequence[Candidate], times: Sequence[Optional[Timed]], precisio
     static_step, static_float32 = static_times if static_times else (None, None)
     if static_step is not None and static_float32 is not None:
         record["static_ms"] = static_step.ms
-        static_verdict = options.noise.win_verdict(f"the static {precision} placement", static_step.ms,
+        static_verdict = noise.win_verdict(f"the static {precision} placement", static_step.ms,
                                              static_float32.ms, static_step.noise)
         if static_verdict.wins:
             kept = dataclasses.replace(static, found_as=static.found_as + ("whole-step check",), reasons={})
@@ -120,3 +122,24 @@ def judge(batch: Sequence[Candidate], times: Sequence[Optional[Timed]], precisio
     reasons = {name: chosen.reasons.get(name, reason) for name in all_float32.float32_ops}
     kept = dataclasses.replace(all_float32, found_as=all_float32.found_as + ("whole-step check",), reasons=reasons)
     return kept, StepCheck(CheckVerdict.FLOAT32, verdict.sentence, **record)
+
+
+def whole_step_check(context: SearchContext, chosen: Candidate,
+                     timed: Sequence[Candidate]) -> Tuple[Candidate, StepCheck]:
+    """The check of ``chosen``: the search's rounds (``timed``) when they answer it (``reused_check``), else its
+    step timed beside all float32, then static's when it lost (``judge``); the placement kept and the record."""
+    if context.copy is None:
+        return chosen, not_checked(context.why_not_copied)
+    noise = context.options.tuning.noise
+    reused = reused_check(timed, chosen, context.all_float32, context.precision, noise)
+    if reused is not None:
+        return reused
+    static = static_candidate()
+    if context.steps is not None:
+        context.steps.keep_only([chosen, context.all_float32, static])
+    batch = check_batch(chosen, context.all_float32)
+    times = steps_timed(context, batch, len(batch) - 1, StepBatch.CHECK)
+    if times is None:
+        return chosen, not_checked("timing the steps failed")
+    return judge(batch, times, context.precision, noise,
+                 lambda: steps_timed(context, [static, context.all_float32], 1, StepBatch.STATIC))

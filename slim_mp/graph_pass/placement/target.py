@@ -2,7 +2,7 @@
 
 The painting (device type), the op micro-benchmarks and the whole-step copies (device scope and
 session options) and the timing cache's key all take it from here, so nothing is timed somewhere
-else than where the graph will run: a clone's device (``--clone_on_cpu``, GPU clones), a
+else than where the graph will run: a clone's device (on the CPU with ``clone_on_cpu``, or a GPU), a
 cluster's session options (grappler's remapper off for bfloat16), an inference graph's forward-only
 step (evaluation, export) rather than a training step.
 """

@@ -8,7 +8,7 @@ noise]`` (``noise``: the noise of the comparison measured in the same rounds,
 ``slim_mp.timing.relative_noise``). The file records its ``schema``; one of an older schema or a
 damaged one is ignored with a warning and measured again; it is rewritten whole on the next store.
 
-A fixed timings file (``PlacementOptions.timings_file``) gives milliseconds per op type instead,
+A fixed timings file (``PlacementFiles.timings_file``) gives milliseconds per op type instead,
 ``{"bfloat16": {"Conv2D": [float32_ms, low_ms], "*": [...]}, ...}`` (``*``: every other type;
 ``Cast``: ``[0, ms]`` of a cast pair; a third number, optional, is the noise), and optionally per
 gradient of a convolution or product, ``"Conv2D:filter": [float32_ms, low_ms, matmul_ms]`` (the
@@ -153,9 +153,10 @@ def timings_for(signatures: Sequence[OpSignature], cache: TimingCache, options: 
     missing = [s for s in unique if not cache.knows(s)]
     timings = {s: timing for s, timing in ((s, cache.op_timing(s)) for s in unique) if timing is not None}
     if missing:
-        rounds = PairRounds(options.warmup, options.runs, options.noise.settled, before_rounds,
-                            options.op_max_elements)
-        measure = options.measure or (lambda sigs, p: micro_benchmark(sigs, p, options.target, rounds))
+        measuring = options.measuring
+        rounds = PairRounds(measuring.warmup, measuring.runs, options.tuning.noise.settled, before_rounds,
+                            measuring.op_max_elements)
+        measure = measuring.measure or (lambda sigs, p: micro_benchmark(sigs, p, measuring.target, rounds))
         measured = measure(missing, precision)
         # What could not be timed (no kernel here, a shape the op refuses) is remembered too, as [].
         cache.add({s.key(): measured[s].as_numbers() if s in measured else [] for s in missing})

@@ -19,10 +19,11 @@ from typing import List, Optional, Sequence
 
 import tensorflow as tf
 
+from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
-from slim_mp.graph_pass.placement.options import PlacementOptions
+from slim_mp.graph_pass.placement.noise import NoiseRule
 from slim_mp.timing import MIN_NOISE_ROUNDS, StillOpen, Timed, interleaved_ms, timed_against
 
 # What building or running a candidate's step can raise; any of them means "decide on the estimate".
@@ -37,10 +38,10 @@ class StepBatch(enum.StrEnum):
     STATIC = "check-static"
 
 
-def until_settled(options: PlacementOptions, reference: int, machine_noise: Optional[float] = None,
+def until_settled(noise: NoiseRule, reference: int, machine_noise: Optional[float] = None,
                   min_rounds: Optional[int] = None) -> StillOpen:
     """Rounds go on for all steps while any step's verdict against step ``reference`` is not settled
-    (``NoiseRule.settled``), and for at least ``min_rounds`` rounds (default ``options.settle_step_runs``:
+    (``NoiseRule.settled``), and for at least ``min_rounds`` rounds (default ``noise.settle_step_runs``:
     the check's verdict is the guarantee); a reference that did not run leaves them all to the last round.
 
     With ``machine_noise`` (the noise measured just before), every verdict clear in every round so
@@ -53,12 +54,12 @@ def until_settled(options: PlacementOptions, reference: int, machine_noise: Opti
             return everyone
         others = [values for index, values in enumerate(times) if values and index != reference]
         if machine_noise is not None and all(
-                options.noise.is_clear(values, times[reference], machine_noise)
+                noise.is_clear(values, times[reference], machine_noise)
                 for values in others):
             return []
-        if len(times[reference]) < (options.settle_step_runs if min_rounds is None else min_rounds):
+        if len(times[reference]) < (noise.settle_step_runs if min_rounds is None else min_rounds):
             return everyone
-        settled = all(options.noise.settled(values, times[reference]) for values in others)
+        settled = all(noise.settled(values, times[reference]) for values in others)
         return [] if settled else everyone
 
     return still_open
@@ -75,9 +76,10 @@ class StepRounds:
     min_rounds: Optional[int] = None
 
 
-def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], options: PlacementOptions,
-                         rounds: StepRounds) -> List[Optional[Timed]]:
-    """One step of each candidate (from ``pool``, warmed up there) timed in up to ``rounds.runs`` interleaved
+def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], noise: NoiseRule,
+                         rounds: StepRounds, kernels: GradientKernels = GradientKernels()) -> List[Optional[Timed]]:
+    """One step of each candidate (from ``pool``, warmed up there; its low ops' gradients by ``kernels``) timed
+    in up to ``rounds.runs`` interleaved
     rounds, fewer once every step's verdict against candidate ``rounds.reference`` is settled: its fastest
     milliseconds and the noise of comparing it with that candidate; None for one that fails to run.
 
@@ -85,11 +87,11 @@ def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], option
     a step timed in fewer rounds than a spread needs (``MIN_NOISE_ROUNDS``) then carries that noise.
     """
     reference, machine_noise = rounds.reference, rounds.machine_noise
-    pool.start(candidates)
-    steps = [pool.step(candidate) for candidate in candidates]
+    pool.start(candidates, kernels)
+    steps = [pool.step(candidate, kernels) for candidate in candidates]
     pool.wait_idle()
     times = interleaved_ms([step.run for step in steps], rounds.runs,
-                           still_open=until_settled(options, reference, machine_noise, rounds.min_rounds),
+                           still_open=until_settled(noise, reference, machine_noise, rounds.min_rounds),
                            first_look=MIN_NOISE_ROUNDS if machine_noise is None else 2)
     return [Timed(timed.ms, machine_noise) if timed is not None and machine_noise is not None and index != reference
             and len(times[index]) < MIN_NOISE_ROUNDS else timed
@@ -97,20 +99,20 @@ def time_candidate_steps(pool: StepPool, candidates: Sequence[Candidate], option
 
 
 def step_runs(context: SearchContext, candidates: Sequence[Candidate]) -> int:
-    """Timed rounds that fit ``options.step_timing_ms`` for all candidates, within the options' bounds."""
-    options = context.options
+    """Timed rounds that fit ``step_timing_ms`` for all candidates, within the tuning's bounds."""
+    tuning = context.options.tuning
     longest_ms = max(context.estimate(c) for c in candidates)
-    fitting = options.step_timing_ms / (longest_ms * len(candidates) or 1.0)
-    return int(min(options.max_step_runs, max(options.min_step_runs, fitting)))
+    fitting = tuning.step_timing_ms / (longest_ms * len(candidates) or 1.0)
+    return int(min(tuning.max_step_runs, max(tuning.min_step_runs, fitting)))
 
 
 def _painting_digest(context: SearchContext, candidate: Candidate) -> str:
     """What distinguishes ``candidate``'s step from another of the same copy: its low ops and their gradient
     kernels."""
     low = sorted(context.estimate.painted(candidate)[1])
-    kernels = context.config.gradient_kernels
+    graph = context.estimate.region.graph
     painting = low + [f"{name}:{index}:{kernel}" for name in low
-                      for index, kernel in sorted(kernels.get(name, {}).items())]
+                      for index, kernel in sorted(context.kernels.by_input(graph.get_operation_by_name(name)).items())]
     return hashlib.sha1("|".join(painting).encode()).hexdigest()[:20]
 
 
@@ -135,9 +137,9 @@ def steps_timed(context: SearchContext, candidates: Sequence[Candidate], referen
     # settle as soon as a spread can be read.
     comparing = batch == StepBatch.COMPARE
     machine_noise = None if comparing else context.machine_noise
-    measure = options.measure_steps or (lambda timed, base: time_candidate_steps(
-        context.steps, timed, options,
-        StepRounds(runs, base, machine_noise, MIN_NOISE_ROUNDS if comparing else None)))
+    measure = options.measuring.measure_steps or (lambda timed, base: time_candidate_steps(
+        context.steps, timed, options.tuning.noise,
+        StepRounds(runs, base, machine_noise, MIN_NOISE_ROUNDS if comparing else None), context.kernels))
     try:
         times = measure(candidates, reference)
     except _STEP_ERRORS as error:

@@ -22,13 +22,13 @@ from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 import slim_mp
 from nets import nets_factory
 from slim_mp.devices import device_type
-from slim_mp.graph_pass import PlacementOptions, PlacementPlan
+from slim_mp.graph_pass import Placement, PlacementOptions, PlacementPlan
 from slim_mp.loss_scale import unfolded_slot_initializers
 from slim_mp.timing import RoundOrder, interleaved_ms
 
 CONFIGS = ("float32", "slim_mp", "slim_mp_static", "grappler", "floor")
 # The placement each slim_mp configuration asks the pass for.
-PLACEMENT_OF = {"slim_mp": "measured", "slim_mp_static": "static"}
+PLACEMENT_OF = {"slim_mp": Placement.MEASURED, "slim_mp_static": Placement.STATIC}
 
 
 @dataclasses.dataclass

@@ -23,7 +23,7 @@ from typing import List, Optional, Tuple
 import tensorflow as tf
 
 from slim_mp.devices import device_type
-from slim_mp.graph_pass import PlacementOptions
+from slim_mp.graph_pass import PlacementFiles, PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step
 
 _RESULT_PREFIX = "peak_memory_result="
@@ -91,7 +91,7 @@ def measure_here(request: MemoryRequest) -> MemoryMeasurement:
     else:
         baseline, _ = peak_rss()
     precision = tf.as_dtype(request.precision)
-    options = PlacementOptions(cache_dir=request.cache_dir) if request.cache_dir else None
+    options = PlacementOptions(PlacementFiles(cache_dir=request.cache_dir)) if request.cache_dir else None
     step = benchmark_step.build_benchmark_step(request.config, request.model_name, precision,
                                                request.batch_size, request.image_size, placement_options=options)
     for _ in range(request.steps):

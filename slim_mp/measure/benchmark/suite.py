@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from nets import nets_factory
 from slim_mp.devices import DeviceInfo, PrecisionSupport, native_precisions, precision_support
-from slim_mp.graph_pass import PlacementOptions
+from slim_mp.graph_pass import Placement, PlacementFiles, PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step, peak_memory, under_load
 from slim_mp.measure.benchmark.batch_budget import DEFAULT_MAX_BATCH, MIB, largest_batch_within
 from slim_mp.measure.benchmark.suite_results import BASELINE, BatchFit, Settings, SuiteRun, Variant, VariantResult
@@ -123,8 +123,8 @@ def _step_peak(request: peak_memory.MemoryRequest) -> peak_memory.MemoryMeasurem
     the first run's pass time is the cold pass. Fixed timings (``$SLIM_MP_TIMINGS_FILE``) time
     nothing, so there is nothing to fill.
     """
-    timings_fixed = bool(PlacementOptions().fixed_timings_file())
-    if benchmark_step.PLACEMENT_OF.get(request.config) != "measured" or timings_fixed:
+    timings_fixed = bool(PlacementFiles().fixed_timings_file())
+    if benchmark_step.PLACEMENT_OF.get(request.config) is not Placement.MEASURED or timings_fixed:
         return peak_memory.measure_in_subprocess(request)
     cold = peak_memory.measure_in_subprocess(request)
     return dataclasses.replace(peak_memory.measure_in_subprocess(request), pass_seconds=cold.pass_seconds)
@@ -195,10 +195,9 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
         if variant.label in failures:
             continue
         step = None
-        options = PlacementOptions(cache_dir=cache_dir)
-        if decisions_dir and benchmark_step.PLACEMENT_OF.get(variant.config) == "measured":
-            pinned = under_load.decisions_path(decisions_dir, model, variant.label)
-            options = dataclasses.replace(options, decisions_file=pinned)
+        pinned = (under_load.decisions_path(decisions_dir, model, variant.label)
+                  if decisions_dir and benchmark_step.PLACEMENT_OF.get(variant.config) is Placement.MEASURED else None)
+        options = PlacementOptions(PlacementFiles(cache_dir=cache_dir, decisions_file=pinned))
         try:
             step = benchmark_step.build_benchmark_step(
                 variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size,
@@ -292,7 +291,7 @@ def run_suite(models: Sequence[str], precisions: Sequence[str], settings: Settin
     if not pinned:
         return run
     progress("background load stopped")
-    measured = [r for r in results if benchmark_step.PLACEMENT_OF.get(r.config) == "measured"]
+    measured = [r for r in results if benchmark_step.PLACEMENT_OF.get(r.config) is Placement.MEASURED]
     baselines = {r.model: r for r in results if r.label == BASELINE}
     retimings = tuple(under_load.retime_quietly(
         result, baselines.get(result.model), pinned, background_load, settings.batch_size, settings.image_size,

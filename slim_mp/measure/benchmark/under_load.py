@@ -18,7 +18,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.graph_pass import PlacementOptions
+from slim_mp.graph_pass import PlacementFiles, PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step
 from slim_mp.measure.benchmark.suite_results import QuietRetiming, VariantResult
 from slim_mp.timing import paired_ratio
@@ -134,7 +134,7 @@ def retime_quietly(result: VariantResult, baseline: Optional[VariantResult], dec
     if not os.path.exists(path):
         return dataclasses.replace(record, unavailable="no placement was decided under load")
     progress(f"[{model}] {label}: quiet re-timing beside float32, the load stopped")
-    options = PlacementOptions(decisions_file=path, write_decisions=False)
+    options = PlacementOptions(PlacementFiles(decisions_file=path, write_decisions=False))
     steps = {}
     try:
         steps["float32"] = benchmark_step.build_benchmark_step("float32", model, tf.float32, batch_size, image_size)

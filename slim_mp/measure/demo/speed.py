@@ -14,14 +14,14 @@ from typing import List, Optional
 import tensorflow as tf
 
 from slim_mp.devices import DeviceInfo, precision_support, speed_outlook
-from slim_mp.graph_pass import PlacementOptions
+from slim_mp.graph_pass import PlacementFiles, PlacementMeasuring, PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step
 from slim_mp.measure.demo.workload import BATCH_SIZE, MODEL, NUM_CLASSES, SEED
 from slim_mp.timing import paired_ratio
 
 # Untimed calls of each step before its rounds.
 TIMING_WARMUP = 2
-# Timed runs per op of the measured placement where low precision is emulated (``PlacementOptions``' default: 7).
+# Timed runs per op of the measured placement where low precision is emulated (``PlacementMeasuring.runs``' default: 7).
 EMULATED_PLACEMENT_RUNS = 3
 # Rounds that measure the step times, before the rounds that fit the timing's share of the budget.
 PROBE_ROUNDS = 3
@@ -50,9 +50,10 @@ def demo_placement_options(native: bool, decisions_file: Optional[str]) -> Place
     laptop CPU), which alone could spend the demo's budget; the per-op timings already show it
     losing, so there the placement decides on them alone, with fewer runs.
     """
+    files = PlacementFiles(decisions_file=decisions_file)
     if native:
-        return PlacementOptions(decisions_file=decisions_file)
-    return PlacementOptions(decisions_file=decisions_file, time_steps=False, warmup=1, runs=EMULATED_PLACEMENT_RUNS)
+        return PlacementOptions(files)
+    return PlacementOptions(files, PlacementMeasuring(time_steps=False, warmup=1, runs=EMULATED_PLACEMENT_RUNS))
 
 
 def time_side_by_side(precision: str, image_size: int, seconds: float, options: PlacementOptions,

@@ -4,13 +4,16 @@ Timings come from fakes (``FakeMeasure`` per op type, ``FakeSteps`` per candidat
 depends on this machine's speed; ``refuse`` / ``refuse_steps`` fail a test that should measure nothing.
 """
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 import tf_slim as slim
 
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import PaintConfig
-from slim_mp.graph_pass.placement import OpTiming, PlacementOptions
+from slim_mp.graph_pass.placement import (OpTiming, PlacementFiles, PlacementMeasuring, PlacementOptions,
+                                          PlacementTuning)
 from slim_mp.timing import Timed
 from slim_mp.graph_pass.placement.region_copy import copy_region
 from slim_mp.graph_pass.region import select_region
@@ -59,13 +62,24 @@ def conv_chain(num_convs=1, channels=4):
     return graph, loss
 
 
+def placement_options(**fields):
+    """``PlacementOptions`` with ``fields``, each put in the record that has it (``cache_dir`` in ``files``,
+    ``measure`` in ``measuring``, ``verify_window`` in ``tuning``...): the tests' shorthand."""
+    records = {}
+    for record in (PlacementFiles, PlacementMeasuring, PlacementTuning):
+        names = {field.name for field in dataclasses.fields(record)}
+        records[record] = record(**{name: fields.pop(name) for name in names & set(fields)})
+    assert not fields, f"no placement record has {sorted(fields)}"
+    return PlacementOptions(*records.values())
+
+
 def measured_rewrite(loss, tmp_path, measure, **options):
     """The measured rewrite with fake op timings; whole steps are not timed unless ``measure_steps`` is given."""
     options.setdefault("time_steps", "measure_steps" in options)
     with loss.graph.as_default():
         return rewrite(loss, "bfloat16", device_type="CPU", placement="measured",
-                       placement_options=PlacementOptions(cache_dir=str(tmp_path / "cache"), measure=measure,
-                                                          **options))
+                       placement_options=placement_options(cache_dir=str(tmp_path / "cache"), measure=measure,
+                                                           **options))
 
 
 class FakeSteps:

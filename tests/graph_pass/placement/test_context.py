@@ -30,7 +30,7 @@ def _context(tmp_path):
     with graph.as_default():
         estimate = Estimator(select_region(loss), config, timings, CastModel(0.0, 0.0), 0.2)
     return SearchContext(config, PlacementOptions(), TimingCache(str(tmp_path), "a device", tf.bfloat16), estimate,
-                         copy=None, why_not_copied="", all_float32=all_float32_candidate(timings))
+                         copy=None, why_not_copied="")
 
 
 def test_the_context_is_frozen_and_tells_what_a_candidate_lowers(tmp_path):
@@ -39,6 +39,7 @@ def test_the_context_is_frozen_and_tells_what_a_candidate_lowers(tmp_path):
         context.copy = None
     assert context.precision == "bfloat16"
     assert context.lowered(Candidate(frozenset({"conv1"}))) == {"conv0"}
+    assert context.all_float32 == all_float32_candidate(["conv0", "conv1"])
     assert context.lowered(context.all_float32) == frozenset()
 
 

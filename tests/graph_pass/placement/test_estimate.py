@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from slim_mp.graph_pass.op_classes import default_classes
 from slim_mp.graph_pass.paint import PaintConfig
-from slim_mp.graph_pass.placement import Candidate, OpSignature, OpTiming, PlacementOptions
+from slim_mp.graph_pass.placement import Candidate, OpSignature, OpTiming, PlacementMeasuring
 from slim_mp.graph_pass.placement.candidate import all_float32_candidate, static_candidate
 from slim_mp.graph_pass.placement.estimate import CastModel, Estimator, fit_cast_model, low_regions
 from slim_mp.graph_pass.placement.signatures import cast_signature
@@ -16,10 +16,11 @@ from .fakes import conv_chain
 
 
 def test_cast_model_fits_the_two_sizes():
-    small, large = (cast_signature(n) for n in PlacementOptions().cast_sizes)
-    model = fit_cast_model({small: OpTiming(0.0, 0.1), large: OpTiming(0.0, 1.1)}, PlacementOptions().cast_sizes)
-    np.testing.assert_allclose(model.ms(PlacementOptions().cast_sizes[0]), 0.1, rtol=1e-9)
-    np.testing.assert_allclose(model.ms(PlacementOptions().cast_sizes[1]), 1.1, rtol=1e-9)
+    sizes = PlacementMeasuring().cast_sizes
+    small, large = (cast_signature(n) for n in sizes)
+    model = fit_cast_model({small: OpTiming(0.0, 0.1), large: OpTiming(0.0, 1.1)}, sizes)
+    np.testing.assert_allclose(model.ms(sizes[0]), 0.1, rtol=1e-9)
+    np.testing.assert_allclose(model.ms(sizes[1]), 1.1, rtol=1e-9)
     assert OpSignature("Cast", ((10,),)) == cast_signature(10)
 
 

@@ -44,7 +44,7 @@ def _timing(forward: float, input_gradient: GradientTiming, filter_gradient: Gra
 def test_a_pointwise_filter_gradient_is_a_product_when_that_is_cheaper():
     timing = _timing(0.3, GradientTiming("input", 1.0, 0.5), GradientTiming("filter", 1.0, 2.0, matmul_ms=0.4))
     choice = choose_kernels(_op("pointwise"), timing, CASTS, RULE, "bfloat16")
-    assert choice.kernels == {1: GradientKernel.MATMUL}
+    assert choice.kernels == {"filter": GradientKernel.MATMUL}
     # All low: 0.5 + 2.0 + the weight gradient's cast; with the product: 0.5 + 0.4 + that cast.
     assert choice.low_ms == pytest.approx(timing.low_ms - (0.5 + 2.0 + W_CAST) + (0.5 + 0.4 + W_CAST))
     assert choice.reason.startswith("filter gradient as a bfloat16 matrix product: gradients 0.901 ms vs 2.501 ms")
@@ -53,7 +53,7 @@ def test_a_pointwise_filter_gradient_is_a_product_when_that_is_cheaper():
 def test_a_depthwise_input_gradient_runs_float32_when_its_casts_still_leave_it_cheaper():
     timing = _timing(0.3, GradientTiming("input", 0.2, 3.0), GradientTiming("filter", 0.6, 0.3))
     choice = choose_kernels(_op("depthwise"), timing, CASTS, RULE, "bfloat16")
-    assert choice.kernels == {0: GradientKernel.FLOAT32}
+    assert choice.kernels == {"input": GradientKernel.FLOAT32}
     # float32 input gradient: 0.2 + the output gradient cast up + its result cast down (the filter is a weight:
     # its float32 read is free); the filter gradient stays low with its weight cast: 0.822 ms. Both float32
     # would cost 0.2 + 0.16 + 0.6 + 0.16 + the input cast up 0.16 = 1.28 ms.
@@ -65,7 +65,7 @@ def test_both_float32_gradients_share_one_cast_of_the_output_gradient():
     # Input float32 alone: 0.05 + dy 0.16 + its result down 0.16, the filter low 1.0: 1.37 ms; both: 0.58 ms.
     timing = _timing(0.3, GradientTiming("input", 0.05, 3.0), GradientTiming("filter", 0.05, 1.0))
     choice = choose_kernels(_op("depthwise"), timing, CASTS, RULE, "bfloat16")
-    assert choice.kernels == {0: GradientKernel.FLOAT32, 1: GradientKernel.FLOAT32}
+    assert choice.kernels == {"input": GradientKernel.FLOAT32, "filter": GradientKernel.FLOAT32}
     both = 0.05 + 0.05 + DEPTHWISE_DY_CAST + X_CAST + X_CAST  # dy once; the input up (filter's), the result down
     assert choice.low_ms == pytest.approx(timing.low_ms - (3.0 + 1.0 + DEPTHWISE_W_CAST) + both)
 
@@ -111,11 +111,12 @@ def test_the_plan_pins_the_chosen_kernels_and_a_resumed_run_builds_the_same_grad
     path = str(tmp_path / "run" / "placement.json")
     graph, loss = conv_chain(2)
     report = measured_rewrite(loss, tmp_path, FakeMeasure({"Conv2D": SLOW_LOW_FILTER}), decisions_file=path)
-    assert report.placement.gradient_kernels == {"conv0": {"filter": "float32"}, "conv1": {"filter": "float32"}}
+    assert report.placement.gradient_kernels.as_json() == {"conv0": {"filter": "float32"},
+                                                           "conv1": {"filter": "float32"}}
     assert report.placement.gradient_reasons["conv0"].startswith("filter gradient in float32: gradients ")
     assert _backprop_filter_types(graph, report.remap(loss)) == ["float32", "float32"]
     stored = json.load(open(path))
-    assert stored["gradient_kernels"] == report.placement.gradient_kernels
+    assert stored["gradient_kernels"] == report.placement.gradient_kernels.as_json()
     graph, loss = conv_chain(2)
     again = measured_rewrite(loss, tmp_path, refuse, decisions_file=path, write_decisions=False)
     assert again.placement.gradient_kernels == report.placement.gradient_kernels
@@ -131,13 +132,22 @@ def test_the_static_placement_keeps_tensorflows_own_low_gradients(tmp_path):
 
 
 @pytest.mark.parametrize("kernels, problem", [
-    ({"conv0": {"filter": "matmul"}}, r"conv0 \(Conv2D\) cannot take the matmul kernel for its input 1"),
+    ({"conv0": {"filter": "matmul"}}, r"conv0 \(Conv2D\) cannot take the matmul kernel for its filter gradient"),
     ({"conv0": {"weights": "float32"}}, r"conv0 \(Conv2D\) has no 'weights' gradient"),
-    ({"conv0": {"filter": "float64"}}, r"'float64' is not a valid GradientKernel"),
 ])
 def test_a_decisions_file_with_kernels_the_graph_cannot_take_is_one_error_naming_it(tmp_path, kernels, problem):
     path = tmp_path / "placement.json"
     path.write_text(json.dumps({"precision": "bfloat16", "float32_ops": {}, "low_ops": ["conv0"],
                                 "gradient_kernels": kernels}))
     with pytest.raises(ValueError, match=rf"placement.json holds placement decisions for another graph \({problem}"):
+        measured_rewrite(conv_chain(1)[1], tmp_path, refuse, decisions_file=str(path))
+
+
+def test_a_decisions_file_naming_no_kernel_is_damaged_and_the_error_says_which(tmp_path):
+    path = tmp_path / "placement.json"
+    path.write_text(json.dumps({"precision": "bfloat16", "float32_ops": {}, "low_ops": ["conv0"],
+                                "gradient_kernels": {"conv0": {"filter": "float64"}}}))
+    with pytest.raises(ValueError, match=r"placement.json: 'gradient_kernels': conv0's filter gradient names the "
+                                         r"kernel 'float64', which is none of low, float32, matmul: it is not a "
+                                         r"placement decisions file"):
         measured_rewrite(conv_chain(1)[1], tmp_path, refuse, decisions_file=str(path))

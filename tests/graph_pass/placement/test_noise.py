@@ -66,7 +66,7 @@ def test_the_pooled_noise_is_the_median_of_the_pairs_and_unknown_without_one():
 
 
 def test_the_rule_is_held_by_the_placement_options_and_checked_when_built():
-    assert PlacementOptions().noise == NoiseRule() and NoiseRule().floor == 0.01
+    assert PlacementOptions().tuning.noise == NoiseRule() and NoiseRule().floor == 0.01
     with pytest.raises(ValueError, match=r"NoiseRule\(floor=1.5\) must be a fraction in \[0, 1\)"):
         NoiseRule(floor=1.5)
     with pytest.raises(ValueError, match=r"NoiseRule\(clear_factor=0.5\) must be at least 1"):

@@ -5,10 +5,10 @@ and the report says why; the plan's JSON marks the chosen candidate.
 import pytest
 import tensorflow as tf
 
-from slim_mp.graph_pass.placement import Candidate, PlacementOptions, PlacementPlan
+from slim_mp.graph_pass.placement import Candidate, PlacementPlan
 from slim_mp.graph_pass.rewrite import rewrite
 
-from .fakes import refuse, refuse_steps, conv_chain, op_dtype
+from .fakes import conv_chain, op_dtype, placement_options, refuse, refuse_steps
 
 
 def test_float16_on_a_cpu_is_painted_statically_and_the_report_says_why(tmp_path):
@@ -17,7 +17,7 @@ def test_float16_on_a_cpu_is_painted_statically_and_the_report_says_why(tmp_path
     with graph.as_default():
         with pytest.warns(UserWarning, match="float16 kernels on CPU are emulated"):
             report = rewrite(loss, "float16", device_type="CPU", placement="measured",
-                             placement_options=PlacementOptions(cache_dir=str(tmp_path), measure=refuse,
+                             placement_options=placement_options(cache_dir=str(tmp_path), measure=refuse,
                                                                 measure_steps=refuse_steps))
     assert op_dtype(graph, "conv0_fp16") == tf.float16
     assert report.placement.timed is False and report.placement.float32_ops == {}

@@ -205,7 +205,7 @@ def test_an_inference_placement_says_it_timed_forward_steps(tmp_path):
 
 
 def test_the_shortlist_gives_only_the_best_estimate_its_tail_twin(tmp_path):
-    from slim_mp.graph_pass.placement import PlacementOptions
+    from slim_mp.graph_pass.placement import PlacementTuning
     from slim_mp.graph_pass.placement.candidate import Candidate
     from slim_mp.graph_pass.placement.search import shortlist
 
@@ -220,7 +220,7 @@ def test_the_shortlist_gives_only_the_best_estimate_its_tail_twin(tmp_path):
 
     estimates = [((), 10.0), (("a",), 11.0), (("b",), 12.0), (("c",), 12.5), (("d",), 30.0)]
     close = [Candidate(frozenset(names), estimated_ms=ms) for names, ms in estimates]
-    listed = shortlist(close, PaintsTailApart(), PlacementOptions(verify_window=0.35, max_timed_candidates=4))
+    listed = shortlist(close, PaintsTailApart(), PlacementTuning(verify_window=0.35, max_timed_candidates=4))
     assert [(sorted(c.float32_ops), c.tail_low) for c in listed] == [([], False), ([], True), (["a"], False),
                                                                      (["b"], False)]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from slim_mp.graph_pass.placement import Candidate, OpTiming, PlacementOptions
+from slim_mp.graph_pass.placement import Candidate, NoiseRule, OpTiming
 from slim_mp.timing import Timed
 from slim_mp.graph_pass.placement.candidate import all_float32_candidate, static_candidate
 from slim_mp.graph_pass.placement.step_check import CheckVerdict, check_batch, judge
@@ -73,7 +73,7 @@ def _judged(chosen_ms, float32_ms, static_ms, noise=0.0):
         return [Timed(static_ms), Timed(float32_ms)]
 
     batch = check_batch(_CHOSEN, _ALL_FLOAT32)
-    kept, check = judge(batch, [Timed(chosen_ms, noise), Timed(float32_ms)], "bfloat16", PlacementOptions(),
+    kept, check = judge(batch, [Timed(chosen_ms, noise), Timed(float32_ms)], "bfloat16", NoiseRule(),
                         time_static)
     assert (asked == []) is (check.verdict == CheckVerdict.ACCEPTED), "static is timed only after the chosen lost"
     return kept, check
@@ -93,7 +93,7 @@ def test_each_verdict_keeps_its_placement_and_its_ops_reasons():
 
 def test_a_chosen_step_that_did_not_run_leaves_the_choice_unchecked():
     batch = check_batch(_CHOSEN, _ALL_FLOAT32)
-    kept, check = judge(batch, [None, Timed(10.0)], "bfloat16", PlacementOptions(), refuse_static)
+    kept, check = judge(batch, [None, Timed(10.0)], "bfloat16", NoiseRule(), refuse_static)
     assert kept == _CHOSEN and check.verdict == CheckVerdict.NOT_CHECKED
     assert check.reason == "the chosen or the all-float32 step did not run; the search's choice stands unchecked"
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, NoiseRule, PlacementOptions, whole_steps
+from slim_mp.graph_pass.placement import Candidate, MeasuringTarget, NoiseRule, whole_steps
 from slim_mp.timing import Timed
 from slim_mp import timing
 from slim_mp.graph_pass.placement import candidate_step
@@ -68,12 +68,12 @@ def test_time_candidate_steps_returns_one_time_per_candidate():
     pool = StepPool(copy, CONFIG, MeasuringTarget())
     candidates = [Candidate(frozenset()), Candidate(allow_names(copy)), Candidate(frozenset(), tail_low=True)]
     try:
-        times = whole_steps.time_candidate_steps(pool, candidates, PlacementOptions(), whole_steps.StepRounds(3))
+        times = whole_steps.time_candidate_steps(pool, candidates, NoiseRule(), whole_steps.StepRounds(3))
         assert len(times) == 3 and all(t is not None and t.ms > 0 and t.noise >= 0 for t in times)
         assert times[0].noise == 0.0, "the reference step has no noise against itself"
         static_step = pool.step(candidates[0])
         assert static_step.run is not None, "warmed up, through the callable the timing runs"
-        whole_steps.time_candidate_steps(pool, candidates[:1], PlacementOptions(), whole_steps.StepRounds(3))
+        whole_steps.time_candidate_steps(pool, candidates[:1], NoiseRule(), whole_steps.StepRounds(3))
         assert pool.step(Candidate(frozenset(), found_as=("another label",))) is static_step, "built once"
         pool.keep_only(candidates[:1])
         assert pool.step(candidates[1]) is not None and not static_step.session._closed
@@ -115,8 +115,7 @@ def test_the_search_and_the_check_batches_are_cached_apart_under_their_old_keys(
 
 
 def test_whole_step_rounds_go_on_for_all_until_every_verdict_against_the_reference_is_settled():
-    options = PlacementOptions(noise=NoiseRule(floor=0.01, settle_factor=2.0), settle_step_runs=5)
-    still_open = whole_steps.until_settled(options, reference=1)
+    still_open = whole_steps.until_settled(NoiseRule(floor=0.01, settle_factor=2.0, settle_step_runs=5), reference=1)
     assert still_open([[6.0] * 5, [10.0] * 5, [13.0] * 5]) == [], "a clear win and a clear loss"
     assert still_open([[6.0] * 4, [10.0] * 4, [13.0] * 4]) == [0, 1, 2], "not before settle_step_runs rounds"
     assert still_open([[6.0] * 5, [10.0] * 5, [9.9] * 5]) == [0, 1, 2], "1% apart: not settled"
@@ -124,11 +123,11 @@ def test_whole_step_rounds_go_on_for_all_until_every_verdict_against_the_referen
 
 
 def test_with_the_machine_noise_a_verdict_clear_in_every_round_settles_from_the_second():
-    options = PlacementOptions(noise=NoiseRule(floor=0.01, clear_factor=4.0), settle_step_runs=7)
-    still_open = whole_steps.until_settled(options, reference=1, machine_noise=0.05)
+    rule = NoiseRule(floor=0.01, clear_factor=4.0, settle_step_runs=7)
+    still_open = whole_steps.until_settled(rule, reference=1, machine_noise=0.05)
     assert still_open([[6.0, 6.1], [10.0, 10.2]]) == [], "every round 39% or more apart: beyond 4 x 5%"
     assert still_open([[6.0, 8.5], [10.0, 10.2]]) == [0, 1], "one round only 15% apart"
-    assert whole_steps.until_settled(options, reference=1)([[6.0, 6.1], [10.0, 10.2]]) == [0, 1], (
+    assert whole_steps.until_settled(rule, reference=1)([[6.0, 6.1], [10.0, 10.2]]) == [0, 1], (
         "without a machine noise, no verdict before settle_step_runs rounds")
 
 
@@ -164,10 +163,35 @@ def test_a_step_built_ahead_is_not_built_again_and_is_done_before_any_round(monk
         pool.build_ahead([float32])
         pool.wait_idle()
         assert built == [float32], "built in the background, and done once wait_idle returns"
-        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset()), float32], PlacementOptions(),
+        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset()), float32], NoiseRule(),
                                                  whole_steps.StepRounds(3))
         assert all(t is not None for t in times)
         assert built == [float32, Candidate(frozenset())], "the one built ahead was not built again"
+    finally:
+        pool.close()
+
+
+def test_steps_are_kept_by_candidate_and_the_gradient_kernels_of_their_low_ops(monkeypatch):
+    # The all-float32 step is built ahead, before the kernels are chosen: the decision's kernels ask for the same
+    # step (it lowers none of their ops); a low step with kernels is another step than one without.
+    from slim_mp.graph_pass.gradient_kernels import GradientKernels
+
+    built = []
+    real_step_graph = candidate_step._step_graph
+    monkeypatch.setattr(candidate_step, "_step_graph",
+                        lambda *args: built.append((args[2], args[5])) or real_step_graph(*args))
+    graph, loss, _ = small_net()
+    copy = copy_of(graph, loss)
+    pool = StepPool(copy, CONFIG, MeasuringTarget())
+    float32, low = Candidate(allow_names(copy)), Candidate(frozenset())
+    kernels = GradientKernels.by_role({"conv/Conv2D": {"filter": "float32"}})
+    assert "conv/Conv2D" in allow_names(copy)
+    try:
+        pool.build_ahead([float32])
+        assert pool.step(float32, kernels) is pool.step(float32)
+        with_kernels = pool.step(low, kernels)
+        assert pool.step(low) is not with_kernels and pool.step(low, kernels) is with_kernels
+        assert built == [(float32, GradientKernels()), (low, kernels), (low, GradientKernels())]
     finally:
         pool.close()
 
@@ -181,7 +205,8 @@ def test_a_step_built_ahead_opens_before_the_others_are_built(monkeypatch):
     pool = StepPool(copy, CONFIG, MeasuringTarget())
     float32, low = Candidate(allow_names(copy)), Candidate(frozenset())
     monkeypatch.setattr(candidate_step, "_step_graph",
-                        lambda *args: opened_when_built.append(float32 in pool._steps) or real_step_graph(*args))
+                        lambda *args: opened_when_built.append(float32 in [key[0] for key in pool._steps])
+                        or real_step_graph(*args))
     try:
         pool.build_ahead([float32])
         pool.wait_idle()
@@ -211,7 +236,7 @@ def test_no_round_is_timed_while_a_step_opened_ahead_of_its_batch_still_opens(mo
     pool = StepPool(copy, CONFIG, MeasuringTarget())
     try:
         pool.start([Candidate(allow_names(copy))])
-        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset())], PlacementOptions(),
+        times = whole_steps.time_candidate_steps(pool, [Candidate(frozenset())], NoiseRule(),
                                                  whole_steps.StepRounds(2))
         assert times[0] is not None
         assert events.count("opened") == 2 and events.index("round") > max(
@@ -221,7 +246,7 @@ def test_no_round_is_timed_while_a_step_opened_ahead_of_its_batch_still_opens(mo
 
 
 def test_the_searchs_rounds_may_settle_from_the_third_the_checks_not_before_settle_step_runs():
-    options = PlacementOptions(noise=NoiseRule(floor=0.01, settle_factor=2.0), settle_step_runs=7)
+    rule = NoiseRule(floor=0.01, settle_factor=2.0, settle_step_runs=7)
     apart = [[6.0] * 3, [10.0] * 3]
-    assert whole_steps.until_settled(options, reference=1)(apart) == [0, 1], "the check: not before round 7"
-    assert whole_steps.until_settled(options, reference=1, min_rounds=3)(apart) == [], "the search: from round 3"
+    assert whole_steps.until_settled(rule, reference=1)(apart) == [0, 1], "the check: not before round 7"
+    assert whole_steps.until_settled(rule, reference=1, min_rounds=3)(apart) == [], "the search: from round 3"
