@@ -1,8 +1,9 @@
 """Several devices and machines: model clones, parameter-server clusters, the local cluster launcher.
 
 In the order a distributed step is built: ``cluster`` (where this process sits: job, task, devices,
-session target), ``clones`` (copies of the network sharing one set of variables, their gradients
-summed), ``train_step`` (one, optionally synchronized, update from the summed gradients), and
+session target), ``cluster_environment`` (the cluster as ``TF_CONFIG`` or Slurm describe it),
+``clones`` (copies of the network sharing one set of variables, their gradients summed),
+``train_step`` (one, optionally synchronized, update from the summed gradients), and
 ``local_cluster`` (parameter-server and worker processes on this machine, for tests and trials).
 
 The names other packages use are exported here; code outside ``distribute`` imports them from
@@ -11,12 +12,14 @@ The names other packages use are exported here; code outside ``distribute`` impo
 
 from slim_mp.distribute.clones import (Clone, CloneDevices, create_clones, first_clone_update_ops, optimize_clones,
                                        scope_filter)
-from slim_mp.distribute.cluster import (LOST_TASK_ERRORS, PS_JOB, ClusterLayout, lost_task, make_cluster_layout,
-                                        session_target)
+from slim_mp.distribute.cluster import (LOST_TASK_ERRORS, PS_JOB, WORKER_JOB, ClusterLayout, lost_task,
+                                        make_cluster_layout, session_target)
+from slim_mp.distribute.cluster_environment import TF_CONFIG, cluster_from_environment
 from slim_mp.distribute.train_step import SyncSettings, build_train_step
 
 __all__ = [
     "Clone", "CloneDevices", "create_clones", "first_clone_update_ops", "optimize_clones", "scope_filter",
-    "LOST_TASK_ERRORS", "PS_JOB", "ClusterLayout", "lost_task", "make_cluster_layout", "session_target",
+    "LOST_TASK_ERRORS", "PS_JOB", "WORKER_JOB", "ClusterLayout", "lost_task", "make_cluster_layout", "session_target",
+    "TF_CONFIG", "cluster_from_environment",
     "SyncSettings", "build_train_step",
 ]

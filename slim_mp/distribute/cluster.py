@@ -2,16 +2,25 @@
 
 TF-Slim's cluster options describe it (``num_ps_tasks``, ``worker_replicas``, ``task``, ``master``,
 the training script's flags of the same names); ``ps_hosts``/``worker_hosts`` add the addresses, so
-a worker can start its own server instead of needing one started elsewhere. Variables go to the
-parameter servers (``ps`` job), everything else to this worker (``worker`` job, task ``task``); task
-0 is the chief. Errors are ``ArgumentError``s naming these arguments (flags on a command line).
+a worker can start its own server instead of needing one started elsewhere (``cluster_environment``
+fills them from ``TF_CONFIG`` or Slurm). Variables go to the parameter servers (``ps`` job),
+everything else to this worker (``worker`` job, task ``task``); task 0 is the chief. Errors are
+``ArgumentError``s naming these arguments (flags on a command line).
+
+A server started here (a worker's, a parameter server's) says in one warning line that it runs
+whatever graph reaches its port: TensorFlow's gRPC server has no authentication, and it listens on
+every network interface of the machine, whatever host its address names.
 """
 
 import dataclasses
+import ipaddress
 import re
+import socket
+import time
 from typing import Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
+from absl import logging
 
 from slim_mp.config_fields import ArgumentError, argument, option
 
@@ -23,6 +32,10 @@ WORKER_JOB = "worker"
 # losing the session's graphs (Aborted), or when a call to it times out.
 LOST_TASK_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError)
 _TASK_NAME = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+# Where docs/operations.md says how to keep a cluster's ports away from untrusted networks.
+PRIVATE_CLUSTER_DOC = 'docs/operations.md, "Keep the cluster private"'
+# How often a worker knocks on a parameter server that does not answer yet (seconds).
+PS_POLL_SECS = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +112,23 @@ def _check_task(task: int, count: int, of: str) -> None:
         raise ArgumentError(f"{argument('task')}={task} is out of range for {of}; pass 0 to {count - 1}.")
 
 
+def is_host_port(address: str) -> bool:
+    """True for ``host:port`` with a port from 1 to 65535 (``10.0.0.1:2222``, ``[::1]:2222``, ``ps-0.svc:2222``)."""
+    name, _, port = address.rpartition(":")
+    return bool(name) and port.isdigit() and 0 < int(port) < 65536
+
+
+def is_loopback(address: str) -> bool:
+    """True when the host of ``host:port`` is a loopback address (127.0.0.0/8, ::1) or ``localhost``."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it resolves to whatever the network says
+        return False
+
+
 def _check_hosts(hosts_argument: str, hosts: Sequence[str], expected: int, count_argument: str) -> None:
     """Raise ArgumentError unless ``hosts`` holds ``expected`` (``count_argument``'s value) ``host:port`` addresses."""
     if len(hosts) != expected:
@@ -107,8 +137,7 @@ def _check_hosts(hosts_argument: str, hosts: Sequence[str], expected: int, count
             "list one host:port per task."
         )
     for host in hosts:
-        name, _, port = host.rpartition(":")
-        if not name or not port.isdigit() or not 0 < int(port) < 65536:
+        if not is_host_port(host):
             raise ArgumentError(
                 f"{argument(hosts_argument)} entry {host!r} is not host:port; write e.g. 127.0.0.1:2222.")
 
@@ -162,12 +191,63 @@ def session_target(layout: ClusterLayout) -> str:
     """Return the target this process's sessions connect to, starting this worker's server when hosts are given.
 
     ``master`` is used as given; with ``worker_hosts`` a server for task ``task`` starts in
-    this process (it serves until the process exits); otherwise the session is in-process ("").
+    this process (it serves until the process exits) and waits for the parameter servers
+    (``wait_for_parameter_servers``); otherwise the session is in-process ("").
     """
     if not layout.worker_hosts:
         return layout.master
-    server = tf.distribute.Server(layout.cluster_spec(), job_name=WORKER_JOB, task_index=layout.task, start=True)
+    server = _start_server(layout.cluster_spec(), WORKER_JOB, layout.task)
+    wait_for_parameter_servers(layout.ps_hosts)
     return server.target
+
+
+def wait_for_parameter_servers(ps_hosts: Sequence[str], poll_secs: float = PS_POLL_SECS) -> None:
+    """Return once every parameter server of ``ps_hosts`` accepts a connection, saying once which one it waits for.
+
+    A worker started before its parameter servers (a cluster manager starts them in any order)
+    waits here, in Python, where Ctrl-C and SIGTERM stop it at once; TensorFlow's own wait, in
+    session creation, lets no signal through until the session exists. A name that does not
+    resolve yet (a Kubernetes service created with its pod) is waited for too.
+    """
+    for task, address in enumerate(ps_hosts):
+        host, _, port = address.rpartition(":")
+        announced = False
+        while True:
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=poll_secs):
+                    break
+            except OSError as error:
+                if not announced:
+                    logging.warning("waiting for ps task %d (%s) to answer (%s); training starts when it does",
+                                    task, address, error.strerror or error)
+                    announced = True
+                time.sleep(poll_secs)
+
+
+def open_port_warning(job: str, task: int, address: str) -> str:
+    """The one line a started server logs: its port runs any graph a client sends, and who can reach it.
+
+    TensorFlow's gRPC server has no authentication and runs whatever graph a client sends (code
+    execution as this user); it listens on ``address``'s port on every interface of the machine,
+    even when ``address`` is a loopback one.
+    """
+    port = address.rpartition(":")[2]
+    if is_loopback(address):
+        reach = (f"is addressed as {address}, but TensorFlow's gRPC server listens on port {port} of every network "
+                 "interface of this machine")
+        who = "anyone who can reach this machine (unless a firewall closes the port)"
+    else:
+        reach = f"serves {address}"
+        who = "anyone who can reach that port"
+    return (f"{job} task {task} {reach} and runs any graph a client sends, with no authentication: {who} can run "
+            f"code as this user; keep the cluster on a private network ({PRIVATE_CLUSTER_DOC}).")
+
+
+def _start_server(cluster: tf.train.ClusterSpec, job: str, task: int) -> tf.distribute.Server:
+    """Start the server of ``job`` task ``task`` and log ``open_port_warning`` once."""
+    server = tf.distribute.Server(cluster, job_name=job, task_index=task, start=True)
+    logging.warning("%s", open_port_warning(job, task, cluster.task_address(job, task)))
+    return server
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +259,10 @@ class ParameterServerConfig:
     )
     worker_hosts: Tuple[str, ...] = option((), "Comma-separated host:port of the workers, task 0 first.")
     task: int = option(0, "Index of this parameter server in --ps_hosts.")
+    num_ps_tasks: int = option(
+        0, "Number of parameter servers; under Slurm (srun, no --ps_hosts) the first this many tasks of the step "
+        "are the parameter servers. Elsewhere --ps_hosts counts them."
+    )
 
 
 def serve_parameter_server(config: ParameterServerConfig, print_line: Callable[[str], None] = print) -> None:
@@ -190,12 +274,15 @@ def serve_parameter_server(config: ParameterServerConfig, print_line: Callable[[
     ps_hosts, worker_hosts, task = config.ps_hosts, config.worker_hosts, config.task
     for field, hosts in (("ps_hosts", ps_hosts), ("worker_hosts", worker_hosts)):
         if not hosts:
-            raise ArgumentError(f"{argument(field)} is empty; list the cluster's host:port addresses, comma-separated.")
+            raise ArgumentError(
+                f"{argument(field)} is empty; list the cluster's host:port addresses, comma-separated (or start "
+                f"this task with TF_CONFIG set, or with srun and {argument('num_ps_tasks')} under Slurm)."
+            )
     layout = make_cluster_layout(
-        task=0, worker_replicas=len(worker_hosts), num_ps_tasks=len(ps_hosts),
+        task=0, worker_replicas=len(worker_hosts), num_ps_tasks=config.num_ps_tasks or len(ps_hosts),
         ps_hosts=ps_hosts, worker_hosts=worker_hosts,
     )
     _check_task(task, len(ps_hosts), f"{len(ps_hosts)} {argument('ps_hosts')}")
-    server = tf.distribute.Server(layout.cluster_spec(), job_name=PS_JOB, task_index=task, start=True)
+    server = _start_server(layout.cluster_spec(), PS_JOB, task)
     print_line(f"parameter server {task} serving on {ps_hosts[task]}")
     server.join()

@@ -2,9 +2,10 @@
 
 ``LocalCluster`` picks free ports on 127.0.0.1, starts one process per task with the cluster
 flags (``--ps_hosts``, ``--worker_hosts``, ``--task``, ``--num_ps_tasks``, ``--worker_replicas``)
-added, streams every line they print with a ``[ps 0]`` / ``[worker 1]`` prefix, and stops them
-all. ``scripts/launch_local_cluster.py`` is its command line; tests use it to kill and restart
-workers.
+added, or with ``tf_config`` the ``TF_CONFIG`` a cluster manager would set instead, streams every
+line they print with a ``[ps 0]`` / ``[worker 1]`` prefix, and stops them all.
+``scripts/launch_local_cluster.py`` is its command line; tests use it to kill and restart workers.
+A ``TF_CONFIG`` of the launcher's own environment (a cluster manager's) does not reach the tasks.
 
 Example::
 
@@ -14,6 +15,7 @@ Example::
 """
 
 import dataclasses
+import json
 import os
 import signal
 import socket
@@ -24,6 +26,7 @@ import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from slim_mp.config_fields import ArgumentError, argument
+from slim_mp.distribute.cluster_environment import TF_CONFIG
 
 LOOPBACK = "127.0.0.1"
 # The cluster flags the launcher sets itself; passing them as training flags would contradict it.
@@ -72,12 +75,13 @@ class LocalCluster:
     ``ps_command`` and ``worker_command`` are the command lines without cluster flags (e.g.
     ``[python, scripts/train_image_classifier.py, --model_name=lenet, ...]``). ``sink`` receives
     every prefixed output line (default: print to stdout). ``worker_args`` adds flags for single
-    workers (e.g. a fault injected on worker 1 only).
+    workers (e.g. a fault injected on worker 1 only). ``tf_config`` describes the cluster to each
+    task with ``TF_CONFIG`` (as Kubeflow's TFJob does) instead of flags.
     """
 
     def __init__(self, ps_command: Sequence[str], worker_command: Sequence[str], num_ps: int, num_workers: int,
                  sink: Callable[[str], None] = print, env: Optional[Dict[str, str]] = None,
-                 worker_args: Optional[Mapping[int, Sequence[str]]] = None) -> None:
+                 worker_args: Optional[Mapping[int, Sequence[str]]] = None, tf_config: bool = False) -> None:
         if num_ps < 1:
             raise ArgumentError(f"{argument('num_ps')}={num_ps} must be at least 1: the workers share variables "
                                 "through it.")
@@ -91,16 +95,26 @@ class LocalCluster:
         self._sink = sink
         self._sink_lock = threading.Lock()
         self._env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
+        self._env.pop(TF_CONFIG, None)
         self._tasks: Dict[Tuple[str, int], _Task] = {}
         self._killed: Set[int] = set()
         self._worker_args = {task: list(args) for task, args in (worker_args or {}).items()}
+        self._tf_config = tf_config
 
-    def _cluster_flags(self, task: int) -> List[str]:
-        return [
-            f"--ps_hosts={','.join(self.ps_hosts)}",
-            f"--worker_hosts={','.join(self.worker_hosts)}",
-            f"--task={task}",
-        ]
+    def _cluster_flags(self, job: str, task: int) -> List[str]:
+        if self._tf_config:
+            return []
+        flags = [f"--ps_hosts={','.join(self.ps_hosts)}", f"--worker_hosts={','.join(self.worker_hosts)}",
+                 f"--task={task}"]
+        if job == "worker":
+            flags += [f"--num_ps_tasks={len(self.ps_hosts)}", f"--worker_replicas={len(self.worker_hosts)}"]
+        return flags
+
+    def _task_env(self, job: str, task: int) -> Dict[str, str]:
+        if not self._tf_config:
+            return self._env
+        cluster = {"cluster": {"ps": self.ps_hosts, "worker": self.worker_hosts}, "task": {"type": job, "index": task}}
+        return dict(self._env, **{TF_CONFIG: json.dumps(cluster)})
 
     def _emit(self, line: str) -> None:
         with self._sink_lock:
@@ -109,7 +123,7 @@ class LocalCluster:
     def _start(self, job: str, task: int, command: List[str]) -> None:
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=self._env, text=True, bufsize=1,
+            env=self._task_env(job, task), text=True, bufsize=1,
             start_new_session=True,  # Ctrl-C reaches the launcher only; it interrupts the chief once
         )
         prefix = f"[{job} {task}] "
@@ -131,13 +145,11 @@ class LocalCluster:
 
     def start_ps(self, task: int) -> None:
         """Start (or restart, after ``kill_ps``) parameter server ``task`` on its address."""
-        self._start("ps", task, self._ps_command + self._cluster_flags(task))
+        self._start("ps", task, self._ps_command + self._cluster_flags("ps", task))
 
     def start_worker(self, task: int) -> None:
         """Start (or restart, after ``kill_worker``) worker ``task``."""
-        flags = self._cluster_flags(task) + [
-            f"--num_ps_tasks={len(self.ps_hosts)}", f"--worker_replicas={len(self.worker_hosts)}",
-        ] + self._worker_args.get(task, [])
+        flags = self._cluster_flags("worker", task) + self._worker_args.get(task, [])
         self._killed.discard(task)
         self._start("worker", task, self._worker_command + flags)
 

@@ -75,7 +75,8 @@ LIBRARY_CALLS = {
                   "num_clones=0 must be a positive integer; pass e.g. num_clones=2."),
     "ps without addresses to serve": (
         lambda: serve_parameter_server(ParameterServerConfig(ps_hosts=("a:1",))),
-        "worker_hosts is empty; list the cluster's host:port addresses, comma-separated."),
+        "worker_hosts is empty; list the cluster's host:port addresses, comma-separated (or start this task with "
+        "TF_CONFIG set, or with srun and num_ps_tasks under Slurm)."),
     "ps task out of range": (lambda: serve_parameter_server(ParameterServerConfig(ps_hosts=("127.0.0.1:2224",),
                                                                                   worker_hosts=TWO_HOSTS, task=1)),
                              "task=1 is out of range for 1 ps_hosts; pass 0 to 0."),
@@ -123,7 +124,8 @@ def test_the_launcher_passes_other_training_flags_on():
 
 @pytest.mark.parametrize("script, args, expected", [
     (PS_SCRIPT, ["--ps_hosts=127.0.0.1:2224"],
-     "error: --worker_hosts is empty; list the cluster's host:port addresses, comma-separated."),
+     "error: --worker_hosts is empty; list the cluster's host:port addresses, comma-separated (or start this task "
+     "with TF_CONFIG set, or with srun and --num_ps_tasks under Slurm)."),
     (PS_SCRIPT, ["--ps_hosts=127.0.0.1:2224", f"--worker_hosts={','.join(TWO_HOSTS)}", "--task=1"],
      "error: --task=1 is out of range for 1 --ps_hosts; pass 0 to 0."),
     (LAUNCHER, ["--num_ps=0", "--", "--model_name=lenet"],
