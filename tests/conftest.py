@@ -1,6 +1,6 @@
 """Shared pytest setup for the whole suite.
 
-- Quiet TensorFlow's C++ logs.
+- Quiet TensorFlow's C++ logs; forget a cluster manager's variables (``TF_CONFIG``, ``SLURM_*``).
 - The default placement, measured, made deterministic and free of timing: a fixed timings file
   (``$SLIM_MP_TIMINGS_FILE``, inherited by subprocesses) says every op runs twice as fast in bfloat16
   and twice as slow in float16 (as emulation on a CPU is), so every test and script run goes
@@ -40,6 +40,10 @@ def _fixed_timings_file() -> str:
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# A suite run inside a cluster manager's task (a Kubeflow pod, a Slurm job) must not turn the scripts it
+# starts into that cluster's tasks: the tests that want a cluster environment set it themselves.
+for _variable in [name for name in os.environ if name == "TF_CONFIG" or name.startswith("SLURM_")]:
+    del os.environ[_variable]
 os.environ.setdefault("SLIM_MP_CACHE_DIR", tempfile.mkdtemp(prefix="slim_mp_test_cache_"))
 # Network builds the pytest-xdist workers share (``reference``): a new folder for every session, set
 # before the workers start (they inherit it), never one left from an earlier session's code.
