@@ -5,5 +5,6 @@ for low precision, its weights frozen), ``low_precision_weights`` (frozen weight
 precision the graph computes in), ``saved_model`` (the frozen graph as a SavedModel with one
 ``serving_default`` signature), ``tflite_model`` (the frozen float32 graph as a TensorFlow Lite model:
 float32, float16 weights or int8, by TensorFlow's converter), and ``exporter`` (``export_model``, all
-of it as one function).
+of it as one function); ``tflite_comparison`` sets a checkpoint's three TensorFlow Lite models beside
+its frozen float32 graph (bytes, top-1, agreement: ``scripts/tflite_report.py``).
 """

@@ -84,7 +84,8 @@ def export_tflite(config: ExportConfig, print_line: Callable[[str], None] = prin
     calibration = calibration_images(config, built) if tflite_precision(config) == INT8 else None
     model = convert_to_tflite(graph_def, config, calibration)
     write_tflite_model(model, config.output_file)
-    print_line(f"wrote {config.output_file}: {len(model)} bytes ({len(model) / graph_def.ByteSize():.2f}x the "
-               f"frozen float32 graph's {graph_def.ByteSize()}), TensorFlow Lite {stored_as(config)}, weights of "
-               f"{checkpoint}; {_SERVED} (classes int64)")
+    frozen_bytes = graph_def.ByteSize()
+    print_line(f"wrote {config.output_file}: {len(model)} bytes ({len(model) / frozen_bytes:.2f}x the frozen float32 "
+               f"graph's {frozen_bytes}), TensorFlow Lite {stored_as(config, model)}, weights of {checkpoint}; "
+               f"{_SERVED} (classes int64)")
     return ExportResult(config.output_file, len(model), None, checkpoint)

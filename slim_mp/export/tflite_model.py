@@ -27,7 +27,7 @@ import os
 import re
 import sys
 import tempfile
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -50,14 +50,16 @@ def tflite_precision(config: ExportConfig) -> str:
     return INT8 if config.quantize else config.precision_options.precision
 
 
-def stored_as(config: ExportConfig) -> str:
-    """What the model of ``config`` stores and computes in, for the line an export prints."""
-    return {
-        "float32": "float32",
-        FLOAT16: "float16 weights, float32 input, outputs and CPU compute",
-        INT8: f"int8 weights and activations calibrated on {config.calibration_samples} train images, float32 "
-              "input and outputs",
-    }[tflite_precision(config)]
+def stored_as(config: ExportConfig, model: bytes) -> str:
+    """What ``model``, converted for ``config``, stores and computes in, for the line an export prints."""
+    precision = tflite_precision(config)
+    if precision != INT8:
+        return "float32" if precision == "float32" else "float16 weights, float32 input, outputs and CPU compute"
+    kept = float32_ops(model)
+    exceptions = (f" except {', '.join(f'{op} x{count}' for op, count in sorted(kept.items()))} (no int8 kernel: "
+                  "kept float32 by the converter)") if kept else ""
+    return (f"int8 weights and activations{exceptions}, calibrated on {config.calibration_samples} train images; "
+            "float32 input and outputs")
 
 
 def check_tflite_config(config: ExportConfig) -> None:
@@ -72,6 +74,9 @@ def check_tflite_config(config: ExportConfig) -> None:
         raise ValueError(f"--quantize with --precision={precision}: an int8 model has no float16 weights; drop one.")
     if not config.checkpoint_path:
         raise ValueError(f"{output} needs trained weights: pass --checkpoint_path.")
+    if config.quantize and config.is_video_model:
+        raise ValueError("--quantize with --is_video_model: the int8 calibration reads the data set's images, and "
+                         "slim_mp's data sets hold no video clips; drop --quantize (float32, or --precision=float16).")
     for flag, typed in (("saved_model_dir", config.saved_model_dir), ("write_text_graphdef",
                                                                        config.write_text_graphdef)):
         if typed:
@@ -195,6 +200,33 @@ def convert_to_tflite(graph_def: tf1.GraphDef, config: ExportConfig,
             with open(log, encoding="utf-8", errors="replace") as captured:
                 sys.stderr.write(captured.read())  # what the converter said before an unexpected failure
             raise
+
+
+# An int8 model's float32 boundary: its input's quantize, its outputs' dequantize, the argmax of the dequantized logits.
+_BOUNDARY_OPS = frozenset({"QUANTIZE", "DEQUANTIZE", "ARG_MAX"})
+
+
+def float32_ops(model: bytes) -> Dict[str, int]:
+    """{TensorFlow Lite op: count} of the ops of an int8 ``model`` that still read float32 tensors.
+
+    The converter keeps an op without an int8 kernel in float32 between a dequantize and a quantize
+    op (CifarNet's LOCAL_RESPONSE_NORMALIZATION) instead of failing, so a "fully int8" model may not
+    be; the export says which. The flatbuffer is read with TensorFlow's own schema tools.
+    """
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    names = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+    parsed = flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+    counts: Dict[str, int] = collections.Counter()
+    for subgraph in parsed.subgraphs:
+        for operator in subgraph.operators:
+            code = parsed.operatorCodes[operator.opcodeIndex]
+            name = names[max(code.builtinCode, code.deprecatedBuiltinCode)]
+            types = {subgraph.tensors[index].type for index in operator.inputs if index >= 0}
+            if name not in _BOUNDARY_OPS and schema.TensorType.FLOAT32 in types:
+                counts[name] += 1
+    return dict(counts)
 
 
 def write_tflite_model(model: bytes, path: str) -> None:
