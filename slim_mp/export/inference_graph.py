@@ -239,3 +239,11 @@ def write_graph_def(graph_def: tf1.GraphDef, path: str, as_text: bool) -> None:
     temporary = f"{path}.tmp-{os.getpid()}"
     tf.io.write_graph(graph_def, os.path.dirname(os.path.abspath(path)), os.path.basename(temporary), as_text=as_text)
     os.replace(temporary, path)
+
+
+def read_graph_def(path: str) -> tf1.GraphDef:
+    """The binary GraphDef at ``path`` (a frozen graph ``write_graph_def`` wrote)."""
+    graph_def = tf1.GraphDef()
+    with open(path, "rb") as handle:
+        graph_def.ParseFromString(handle.read())
+    return graph_def

@@ -21,7 +21,7 @@ import tensorflow as tf
 from slim_mp.config_fields import option
 from slim_mp.datasets import get_dataset
 from slim_mp.export.exporter import export_model
-from slim_mp.export.inference_graph import DEFAULT_CALIBRATION_SAMPLES, ExportConfig
+from slim_mp.export.inference_graph import DEFAULT_CALIBRATION_SAMPLES, ExportConfig, read_graph_def
 from slim_mp.markdown_table import markdown_table
 from slim_mp.training import INPUT_NAME, PrecisionOptions
 from slim_mp.training.input_pipeline import InputOptions, make_dataset
@@ -95,11 +95,8 @@ def _split_images(config: ExportConfig, split_name: str, image_size: int) -> Dic
 
 def _frozen_classes(path: str, images: np.ndarray) -> np.ndarray:
     """TensorFlow's ``classes`` of the frozen graph at ``path``, batch by batch."""
-    graph_def = tf1.GraphDef()
-    with open(path, "rb") as handle:
-        graph_def.ParseFromString(handle.read())
     with tf.Graph().as_default():
-        tf1.import_graph_def(graph_def, name="")
+        tf1.import_graph_def(read_graph_def(path), name="")
         with tf1.Session() as session:
             return np.concatenate([session.run("classes:0", {f"{INPUT_NAME}:0": images[start:start + _BATCH]})
                                    for start in range(0, len(images), _BATCH)])

@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from slim_mp.datasets import get_dataset
 from slim_mp.export.inference_graph import ExportConfig, InferenceGraph, write_graph_def
-from slim_mp.training import INPUT_NAME, OUTPUT_NAMES, PrecisionOptions
+from slim_mp.training import INPUT_NAME, OUTPUT_NAMES
 from slim_mp.training.input_pipeline import SHUFFLE_BUFFER_IMAGES, InputOptions, make_dataset
 from slim_mp.training.model_setup import network_and_preprocessing
 
@@ -82,13 +82,9 @@ def check_tflite_config(config: ExportConfig) -> None:
         if typed:
             raise ValueError(f"--{flag} with {output}: a TensorFlow Lite export writes the one .tflite file; "
                              "export again with --output_file=....pb for a graph or SavedModel.")
-    pass_options = [(name, getattr(config.precision_options, name)) for name in (
-        "mp_allow_ops", "mp_deny_ops", "mp_keep_fp32_scopes", "mp_report")
-        if getattr(config.precision_options, name) != getattr(PrecisionOptions(), name)]
-    if pass_options:
-        name, value = pass_options[0]
-        typed = ",".join(value) if isinstance(value, tuple) else value
-        raise ValueError(f"--{name}={typed} with {output}: the converter, not slim_mp's graph pass, makes a "
+    pass_flags = [flag for flag in config.precision_options.typed_flags() if not flag.startswith("--precision=")]
+    if pass_flags:
+        raise ValueError(f"{pass_flags[0]} with {output}: the converter, not slim_mp's graph pass, makes a "
                          "TensorFlow Lite model low precision; drop it.")
     if config.calibration_samples < 1:
         raise ValueError(f"--calibration_samples={config.calibration_samples} must be a positive integer.")

@@ -24,7 +24,7 @@ from slim_mp.training.checkpoint_read import CheckpointValues, check_checkpoint_
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.input_pipeline import InputOptions, negative_label_errors, next_batch
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
-from slim_mp.training.precision_flags import PrecisionOptions, write_rewrite_reports
+from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.training.served_names import is_tflite_path
 from slim_mp.training.tflite_interpreter import TFLiteModel, load_tflite_model
 from slim_mp.graph_pass import rewrite
@@ -208,9 +208,7 @@ def _tflite_model(config: EvalConfig) -> TFLiteModel:
     weights are refused rather than ignored; ``--quantize`` asserts that the model is int8.
     """
     flag = f"--checkpoint_path={config.checkpoint_path}"
-    typed = [f"--{field.name}={getattr(config.precision_options, field.name)}"
-             for field in dataclasses.fields(PrecisionOptions)
-             if getattr(config.precision_options, field.name) != getattr(PrecisionOptions(), field.name)]
+    typed = list(config.precision_options.typed_flags())
     if config.moving_average_decay:
         typed.append(f"--moving_average_decay={config.moving_average_decay}")
     if typed:
