@@ -28,7 +28,7 @@ $(VENV)/.installed: setup.py Makefile
 	# tf-keras names `tensorflow` as a dependency; with tensorflow-cpu that would
 	# install a second, shadowing TensorFlow wheel, so it goes in without deps.
 	$(PY) -m pip install -q --no-deps "tf-keras==$(TF_VERSION)"
-	$(PY) -m pip install -q -e ".[test,plots]"
+	$(PY) -m pip install -q -e ".[test,plots,tflite]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -9,6 +9,11 @@ distributions that must not be installed side by side:
   ``tensorflow-cpu``). ``make install`` does both.
 * GPU:  ``pip install -e .[gpu]`` installs ``tensorflow[and-cuda]`` and
   ``tf-keras`` together, a consistent set.
+
+The ``tflite`` extra installs LiteRT (``ai-edge-litert``), the interpreter that evaluates
+TensorFlow Lite models (``eval_image_classifier.py --checkpoint_path=model.tflite``): TensorFlow
+2.21's own ``tf.lite.Interpreter`` is deprecated in its favour. It brings no second TensorFlow and
+shares TensorFlow's numpy and protobuf; the converter that writes the models is TensorFlow's.
 """
 
 from setuptools import find_packages, setup
@@ -35,5 +40,6 @@ setup(
         "gpu": [f"tensorflow[and-cuda]=={TF_VERSION}", f"tf-keras=={TF_VERSION}"],
         "test": ["pytest>=8", "pytest-xdist>=3.5", "ruff>=0.15"],
         "plots": ["matplotlib>=3.8"],
+        "tflite": ["ai-edge-litert==2.3.0"],
     },
 )

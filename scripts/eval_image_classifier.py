@@ -3,7 +3,9 @@
     python scripts/eval_image_classifier.py --checkpoint_path=runs/lenet --eval_dir=runs/lenet/eval \
         --dataset_name=fashion_mnist --model_name=lenet --precision=bfloat16
 
-Every example of the split is counted exactly once (the last partial batch included).
+A ``--checkpoint_path`` ending in ``.tflite`` is a TensorFlow Lite model (``export_inference_graph.py``),
+run by LiteRT on the same batches (``--quantize``: it must be int8). Every example of the split is
+counted exactly once (the last partial batch included).
 The flags are those of TF-Slim's original ``eval_image_classifier.py`` plus ``--precision``.
 Bad input prints one ``error: ...`` line and exits with status 2 (``--verbose`` adds the traceback).
 """

@@ -4,10 +4,15 @@
         --checkpoint_path=runs/lenet --precision=bfloat16 --output_file=runs/lenet/frozen_bf16.pb \
         --saved_model_dir=runs/lenet/saved_model_bf16
 
-The flags of TF-Slim's official ``export_inference_graph.py`` keep their names and defaults
-(``--quantize`` is refused); ``--checkpoint_path`` freezes the weights into the graph,
-``--precision`` rewrites it for float16 / bfloat16 inference (weights stored in that type; input
-and outputs stay float32) and ``--saved_model_dir`` also writes a SavedModel for serving.
+    python scripts/export_inference_graph.py --model_name=lenet --dataset_name=fashion_mnist \
+        --checkpoint_path=runs/lenet --quantize --output_file=runs/lenet/lenet_int8.tflite
+
+The flags of TF-Slim's official ``export_inference_graph.py`` keep their names and defaults;
+``--checkpoint_path`` freezes the weights into the graph, ``--precision`` rewrites it for float16 /
+bfloat16 inference (weights stored in that type; input and outputs stay float32) and
+``--saved_model_dir`` also writes a SavedModel for serving. An ``--output_file`` ending in ``.tflite``
+is a TensorFlow Lite model by TensorFlow's converter: float32, float16 weights (``--precision=float16``)
+or int8 (``--quantize``, calibrated on ``--calibration_samples`` train images).
 """
 
 import quiet_tensorflow_start  # noqa: F401  (first: TensorFlow loads without its start-up notices on screen)

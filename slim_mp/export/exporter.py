@@ -10,7 +10,14 @@ from slim_mp.export.inference_graph import (
     ExportConfig, build_inference_graph, check_export_config, check_writable_file, freeze_graph, write_graph_def,
 )
 from slim_mp.export.saved_model import check_new_folder, write_saved_model
-from slim_mp.training import live_graph_def, resolve_checkpoint, write_rewrite_reports
+from slim_mp.export.tflite_model import (
+    INT8, calibration_images, check_tflite_config, convert_to_tflite, stored_as, tflite_precision, write_tflite_model,
+)
+from slim_mp.training import (
+    PrecisionOptions, is_tflite_path, live_graph_def, resolve_checkpoint, write_rewrite_reports,
+)
+
+_SERVED = "input 'input', outputs 'logits', 'probabilities', 'classes'"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,11 +33,15 @@ class ExportResult:
 def export_model(config: ExportConfig, print_line: Callable[[str], None] = print) -> ExportResult:
     """Export the inference graph ``config`` describes; freeze ``--checkpoint_path`` into it when given.
 
+    An ``--output_file`` ending in ``.tflite`` is a TensorFlow Lite model (``export_tflite``).
+
     Raises:
       ValueError: naming the flag for an unknown model, a checkpoint of another model, an
-        unwritable output or an unsupported option (``--quantize``).
+        unwritable output, an option the output cannot honour, or the ops TensorFlow Lite lacks.
     """
     check_export_config(config)
+    if is_tflite_path(config.output_file):
+        return export_tflite(config, print_line)
     checkpoint = resolve_checkpoint(config.checkpoint_path) if config.checkpoint_path else None
     if config.output_file:
         check_writable_file(config.output_file, "--output_file")
@@ -50,10 +61,31 @@ def export_model(config: ExportConfig, print_line: Callable[[str], None] = print
         write_graph_def(graph_def, config.output_file, as_text=config.write_text_graphdef)
         output_bytes = os.path.getsize(config.output_file)
         frozen = f"weights of {checkpoint}" if checkpoint else "no weights (variables)"
-        print_line(f"wrote {config.output_file}: {output_bytes} bytes, {config.precision_options.precision}, {frozen}; "
-                   "input 'input', outputs 'logits', 'probabilities', 'classes'")
+        print_line(f"wrote {config.output_file}: {output_bytes} bytes, {config.precision_options.precision}, "
+                   f"{frozen}; {_SERVED}")
     if config.saved_model_dir:
         write_saved_model(graph_def, config.saved_model_dir)
         print_line(f"wrote SavedModel {config.saved_model_dir} (signature serving_default: images -> "
                    "logits, probabilities, classes)")
     return ExportResult(config.output_file or None, output_bytes, config.saved_model_dir, checkpoint)
+
+
+def export_tflite(config: ExportConfig, print_line: Callable[[str], None] = print) -> ExportResult:
+    """Freeze ``--checkpoint_path`` into the float32 inference graph and write it as a TensorFlow Lite model.
+
+    float32, float16 weights (``--precision=float16``) or int8 (``--quantize``), by TensorFlow's
+    converter (``tflite_model``); the line printed compares the model's bytes with the frozen float32 graph's.
+    """
+    check_tflite_config(config)
+    checkpoint = resolve_checkpoint(config.checkpoint_path)
+    check_writable_file(config.output_file, "--output_file")
+    built = build_inference_graph(dataclasses.replace(config, precision_options=PrecisionOptions()))  # float32
+    graph_def = freeze_graph(built, checkpoint, config.model_name)
+    calibration = calibration_images(config, built) if tflite_precision(config) == INT8 else None
+    model = convert_to_tflite(graph_def, config, calibration)
+    write_tflite_model(model, config.output_file)
+    frozen_bytes = graph_def.ByteSize()
+    print_line(f"wrote {config.output_file}: {len(model)} bytes ({len(model) / frozen_bytes:.2f}x the frozen float32 "
+               f"graph's {frozen_bytes}), TensorFlow Lite {stored_as(config, model)}, weights of {checkpoint}; "
+               f"{_SERVED} (classes int64)")
+    return ExportResult(config.output_file, len(model), None, checkpoint)

@@ -20,7 +20,9 @@ The modules, in the order a run's data flows through them:
   (the survey and the resume pick), ``checkpoint_fit`` (does it fit this model), ``checkpoint_read`` (an
   evaluation's one read, safe from a trainer's rotation),
   ``checkpoint_save`` (atomic saves) and ``scaled_checkpoint`` (a copy with scaled tensors);
-- evaluation: ``evaluation`` (top-1, top-5 and loss over a whole split).
+- evaluation: ``evaluation`` (top-1, top-5 and loss over a whole split), ``served_names`` (the input and
+  output names of every export, and the ``.tflite`` suffix) and ``tflite_interpreter`` (a TensorFlow Lite
+  model run by LiteRT, which evaluation runs in place of the network).
 
 The names other packages (export, measurement) use are exported here; they import them from
 ``slim_mp.training``. The scripts' flag parser stays the submodule ``slim_mp.training.cli``.
@@ -36,6 +38,7 @@ from slim_mp.training.model_setup import check_batch_norm_decay, check_model_nam
 from slim_mp.training.optimizers import OptimizerSettings
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions, write_rewrite_reports
 from slim_mp.training.scopes import parse_scopes
+from slim_mp.training.served_names import INPUT_NAME, OUTPUT_NAMES, TFLITE_SUFFIX, is_tflite_path
 from slim_mp.training.train_config import TrainConfig, check_train_config
 from slim_mp.training.train_graph import (add_classification_losses, build_train_graph, dataset_and_network,
                                           training_input_iterator)
@@ -47,4 +50,5 @@ __all__ = [
     "LossScaleOptions", "PrecisionOptions", "write_rewrite_reports", "parse_scopes", "TrainConfig",
     "check_train_config",
     "add_classification_losses", "build_train_graph", "dataset_and_network", "training_input_iterator",
+    "INPUT_NAME", "OUTPUT_NAMES", "TFLITE_SUFFIX", "is_tflite_path",
 ]

@@ -58,6 +58,20 @@ class PrecisionOptions:
         """True when the graph is to be rewritten (float16 or bfloat16)."""
         return self.precision != "float32"
 
+    def typed_flags(self) -> Tuple[str, ...]:
+        """The options that differ from their defaults, as flags a user typed (``--mp_deny_ops=Conv2D``).
+
+        For the tools that take no graph pass (a TensorFlow Lite model's export and evaluation) and
+        refuse these flags by name rather than ignore them.
+        """
+        default = PrecisionOptions()
+        typed = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value != getattr(default, field.name):
+                typed.append(f"--{field.name}={','.join(value) if isinstance(value, tuple) else value}")
+        return tuple(typed)
+
     def rewrite_options(self, target: MeasuringTarget = MeasuringTarget(),
                         files: PlacementFiles = PlacementFiles()) -> RewriteOptions:
         """The graph pass's options for ``slim_mp.rewrite`` / ``enable_mixed_precision`` (``options=``), the

@@ -48,7 +48,8 @@ class TrainConfig(DataModelOptions):
         "needs about 10^4 steps to forget the initial statistics: 0.99 suits runs of a few hundred steps)."
     )
     quantize_delay: int = option(
-        -1, "Steps before quantized training starts; -1 disables it (quantization is not supported)."
+        -1, "Steps before quantization-aware training starts; -1 disables it (not supported: quantize after "
+        "training with export_inference_graph.py --quantize --output_file=model.tflite)."
     )
     label_smoothing: float = option(0.0, "The amount of label smoothing.")
     sync_replicas: bool = option(False, "Synchronize the replicas: average their gradients into one update per step.")
@@ -106,8 +107,9 @@ def _check_replication(config: TrainConfig) -> None:
     if config.sync_replicas and config.replicas_to_aggregate < 1:
         raise ValueError(f"--replicas_to_aggregate={config.replicas_to_aggregate} must be at least 1.")
     if config.quantize_delay >= 0:
-        raise ValueError(f"--quantize_delay={config.quantize_delay} is not supported (no quantized training); "
-                         "use --quantize_delay=-1.")
+        raise ValueError(f"--quantize_delay={config.quantize_delay} is not supported (no quantization-aware "
+                         "training); drop it and quantize after training: export_inference_graph.py --quantize "
+                         "--output_file=model.tflite writes an int8 model calibrated on the train split.")
 
 
 # Typical values, for the messages that refuse a negative one.

@@ -172,7 +172,7 @@ def _config(**overrides) -> ExportConfig:
 
 @pytest.mark.parametrize("overrides, expected", [
     ({"model_name": "lenett"}, "--model_name='lenett' is not a known network (did you mean 'lenet'"),
-    ({"quantize": True}, "--quantize is not supported"),
+    ({"quantize": True}, "--quantize writes an int8 TensorFlow Lite model: pass --output_file=model.tflite"),
     ({"output_file": ""}, "--output_file is empty"),
 ])
 def test_bad_options_are_refused_before_any_work(overrides, expected, tmp_path):

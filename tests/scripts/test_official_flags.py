@@ -127,10 +127,11 @@ def test_every_official_flag_is_defined_by_the_script_with_its_official_type_and
         assert ours[name] == (ABSL_TYPES[kind], default), (name, ours[name], (kind, default))
 
 
-def test_eval_quantize_is_refused_with_one_error_line(tmp_path):
+def test_eval_quantize_of_a_checkpoint_is_refused_naming_the_tflite_path(tmp_path):
     process = run_script(EVAL_SCRIPT, "--quantize", f"--checkpoint_path={tmp_path}", f"--eval_dir={tmp_path}",
                          "--dataset_name=fashion_mnist", "--model_name=lenet")
-    check_bad_input(process, "error: --quantize is not supported")
+    check_bad_input(process, "error: --quantize evaluates an int8 TensorFlow Lite model, not a checkpoint: export one "
+                             "with export_inference_graph.py --quantize --output_file=model.tflite")
 
 
 def test_negative_warmup_epochs_is_refused_with_one_error_line(tmp_path):
