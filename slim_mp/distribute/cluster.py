@@ -72,19 +72,16 @@ class ClusterLayout:
             ps_tasks=self.num_ps_tasks, ps_device=f"/job:{PS_JOB}", worker_device=self.worker_device
         )
 
-    def session_config(self, bfloat16: bool = False) -> Optional[tf1.ConfigProto]:
+    def session_config(self) -> Optional[tf1.ConfigProto]:
         """Session options: a worker talks only to the parameter servers and itself, never waits for other workers.
 
-        For a ``bfloat16`` graph grappler's remapper is turned off: it fuses Conv2D+BiasAdd+Relu into
-        ``_FusedConv2D``, whose op definition lacks bfloat16 (only the oneDNN rewrite of an
-        in-process session makes that node valid), so a cluster session would reject it.
+        Grappler's rewrites stay as in a single process, the remapper's fusions included: the one
+        a worker would refuse (a bfloat16 ``_FusedConv2D`` under oneDNN) ``form_worker_fusions``
+        makes in the graph beforehand (``slim_mp.distribute.worker_fusions``).
         """
         if not self.distributed:
             return None
-        config = tf1.ConfigProto(device_filters=[f"/job:{PS_JOB}", self.worker_device])
-        if bfloat16:
-            config.graph_options.rewrite_options.remapping = config.graph_options.rewrite_options.OFF
-        return config
+        return tf1.ConfigProto(device_filters=[f"/job:{PS_JOB}", self.worker_device])
 
     def cluster_spec(self) -> tf.train.ClusterSpec:
         """The ``ClusterSpec`` of ``ps_hosts`` and ``worker_hosts``."""

@@ -24,7 +24,8 @@ exported here; code outside ``graph_pass`` imports them from ``slim_mp.graph_pas
 """
 
 from slim_mp.graph_pass.op_classes import (BFLOAT16_CLASSES, FLOAT16_CLASSES, VARIABLE_OP_TYPES, OpClasses,
-                                           check_op_type)
+                                           check_op_type, fuses_into)
+from slim_mp.graph_pass.op_ports import op_def_allows
 from slim_mp.graph_pass.placement import (DECISIONS_FILE_NAME, MeasuringTarget, NoiseRule, Placement, PlacementFiles,
                                           PlacementMeasuring, PlacementOptions, PlacementPlan, PlacementTuning,
                                           default_placement, resolve_placement, timing_cache_dir)
@@ -34,7 +35,8 @@ from slim_mp.graph_pass.rewrite import RewritePlan, plan_rewrite, rewrite
 from slim_mp.graph_pass.rewrite_options import RewriteOptions, rewrite_options_from
 
 __all__ = [
-    "BFLOAT16_CLASSES", "FLOAT16_CLASSES", "VARIABLE_OP_TYPES", "OpClasses", "check_op_type", "DECISIONS_FILE_NAME",
+    "BFLOAT16_CLASSES", "FLOAT16_CLASSES", "VARIABLE_OP_TYPES", "OpClasses", "check_op_type", "fuses_into",
+    "op_def_allows", "DECISIONS_FILE_NAME",
     "MeasuringTarget", "NoiseRule", "Placement", "PlacementFiles", "PlacementMeasuring", "PlacementOptions",
     "PlacementPlan", "PlacementTuning", "default_placement", "resolve_placement",
     "timing_cache_dir", "in_scopes",

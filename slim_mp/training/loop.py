@@ -197,7 +197,7 @@ def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, 
     with built.graph.as_default():
         started = start_session(
             built.session_ops, layout.is_chief, target,
-            layout.session_config(bfloat16=config.precision_options.precision == "bfloat16"),
+            layout.session_config(),
             _restore_or_initialise(built, resume_from),
         )
         built.graph.finalize()

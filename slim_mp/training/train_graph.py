@@ -17,7 +17,7 @@ from absl import logging
 from slim_mp.graph_pass import DECISIONS_FILE_NAME, MeasuringTarget, PlacementFiles, RewriteReport, in_scopes
 from slim_mp.training.fine_tune_restore import InitFn, fine_tune_init_fn
 from slim_mp.distribute import (CloneDevices, ClusterLayout, SyncSettings, build_train_step, create_clones,
-                                scope_filter)
+                                form_worker_fusions, scope_filter)
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.fault_injection import inject_nonfinite_gradients
 from slim_mp.training.input_pipeline import InputFeed, InputOptions, make_fed_iterator
@@ -201,7 +201,7 @@ def _optimizer(config: TrainConfig, learning_rate: tf.Tensor, layout: ClusterLay
     if not precision.mixed:
         return optimizer
     target = MeasuringTarget(device=devices.compute_device(0) or None,
-                             session_config=layout.session_config(bfloat16=precision.precision == "bfloat16"))
+                             session_config=layout.session_config())
     files = PlacementFiles(decisions_file=os.path.join(config.train_dir, DECISIONS_FILE_NAME),
                            write_decisions=layout.is_chief, wait_seconds=PLACEMENT_WAIT_SECONDS)
     return enable_mixed_precision(
@@ -292,6 +292,8 @@ def build_train_graph(config: TrainConfig, layout: ClusterLayout) -> TrainGraph:
         progress = _progress_tensors(step.train_tensor, global_step, learning_rate, optimizer)
         saver = tf1.train.Saver(max_to_keep=None, save_relative_paths=True)
         session_ops = make_session_ops(layout.is_chief, step.sync_optimizer)
+    for fusion in form_worker_fusions(graph) if layout.distributed else ():
+        logging.info("fused for the cluster's workers as oneDNN names it: %s", fusion.describe())
     return TrainGraph(
         graph, global_step, progress, summary_op, saver, init_fn, dataset, optimizer, session_ops,
         rewrite_reports=rewrite_reports, nonfinite_probes=tuple(graph_probes(graph)),

@@ -3,7 +3,8 @@
 ``slim_mp`` is the pass with its default measured placement, ``slim_mp_static`` the pass with the
 static op lists (every allow op low).
 
-Every configuration is built in its own graph and session inside one process, then timed
+Every configuration is built in its own graph and session inside one process (or, given a
+cluster layout, with its variables on the parameter servers and its session on a worker), then timed
 interleaved (A, B, C, D, B, C, D, A, ...) so that machine noise hits all of them alike. Results:
 the median step time per configuration, and per pair the median of the round-by-round ratios
 (``slim_mp.timing.paired_ratio``).
@@ -13,7 +14,7 @@ Used by ``scripts/benchmark_rewrite.py`` and, through ``slim_mp.measure.benchmar
 import collections
 import dataclasses
 import statistics
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -22,8 +23,10 @@ from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 import slim_mp
 from nets import nets_factory
 from slim_mp.devices import device_type
+from slim_mp.distribute import ClusterLayout, form_worker_fusions
 from slim_mp.graph_pass import Placement, PlacementOptions, PlacementPlan
 from slim_mp.loss_scale import unfolded_slot_initializers
+from slim_mp.op_families import fusion_name
 from slim_mp.timing import RoundOrder, interleaved_ms
 
 CONFIGS = ("float32", "slim_mp", "slim_mp_static", "grappler", "floor")
@@ -68,19 +71,23 @@ def grappler_amp_config(precision: tf.DType, device_type: str) -> config_pb2.Con
 
 def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batch_size: int,
                          image_size: Optional[int], num_classes: int = 1000, seed: int = 0,
-                         placement_options: Optional[PlacementOptions] = None) -> BenchmarkStep:
+                         placement_options: Optional[PlacementOptions] = None,
+                         layout: ClusterLayout = ClusterLayout(), target: str = "") -> BenchmarkStep:
     """Build a Momentum train step of ``model_name`` (cross-entropy loss, random fixed inputs) for ``config``.
 
     Every configuration creates its slots as slim_mp's training step does (``unfolded_slot_initializers``),
     so the columns differ only in how they compute in low precision, not in a kept copy of the slots.
 
     ``placement_options`` go to the pass of the slim_mp configurations (e.g. a training run's
-    decisions file, to time the placement that run trained with).
+    decisions file, to time the placement that run trained with). With a distributed ``layout`` the
+    variables go to its parameter servers, the session connects to ``target`` (its worker's server)
+    with ``layout.session_config()``, and the workers' convolution fusions are formed first
+    (``form_worker_fusions``), as the training script does.
     """
     if config not in CONFIGS:
         raise ValueError(f"Unknown benchmark configuration {config!r}; use one of {', '.join(CONFIGS)}.")
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), tf.compat.v1.device(layout.device_setter()):
         tf.compat.v1.set_random_seed(seed)
         network_fn = nets_factory.get_network_fn(model_name, num_classes, is_training=True)
         size = image_size or network_fn.default_image_size
@@ -106,7 +113,11 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
             step.train_op = optimizer.minimize(loss)
         step.graph_casts = sum(1 for op in graph.get_operations() if op.type == "Cast")
         session_config = grappler_amp_config(precision, device_type()) if config == "grappler" else None
-        step.session = tf.compat.v1.Session(graph=graph, config=session_config)
+        if layout.distributed:
+            form_worker_fusions(graph)
+            session_config = session_config or config_pb2.ConfigProto()
+            session_config.MergeFrom(layout.session_config())
+        step.session = tf.compat.v1.Session(target, graph=graph, config=session_config)
         step.session.run(tf.compat.v1.global_variables_initializer())
     return step
 
@@ -118,6 +129,22 @@ def executed_kernels(step: BenchmarkStep) -> Dict[str, int]:
     metadata = tf.compat.v1.RunMetadata()
     step.session.run(step.train_op, options=options, run_metadata=metadata)
     return dict(collections.Counter(node.op for graph in metadata.partition_graphs for node in graph.node))
+
+
+def fusions_run(kernels: Dict[str, int]) -> Tuple[Tuple[str, int], ...]:
+    """The fused kernels among ``kernels`` (kernel -> nodes executed), by grappler's name, with their counts."""
+    counts: Dict[str, int] = collections.Counter()
+    for kernel, count in kernels.items():
+        fusion = fusion_name(kernel)
+        if fusion:
+            counts[fusion] += count
+    return tuple(sorted(counts.items()))
+
+
+def executed_fusions(step: BenchmarkStep) -> Tuple[Tuple[str, int], ...]:
+    """The fused kernels one traced run of ``step`` executes (``fusions_run`` of ``executed_kernels``), on every
+    task of its cluster when it has one."""
+    return fusions_run(executed_kernels(step))
 
 
 def interleaved_times(runs: Dict[str, Callable[[], None]], rounds: int, warmup: int,

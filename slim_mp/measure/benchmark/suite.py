@@ -16,7 +16,6 @@ placement pinned in a decisions file; then the load is stopped and float32 and e
 placement are re-timed side by side on the quiet machine.
 """
 
-import collections
 import dataclasses
 import statistics
 import tempfile
@@ -30,7 +29,6 @@ from slim_mp.graph_pass import Placement, PlacementFiles, PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step, peak_memory, under_load
 from slim_mp.measure.benchmark.batch_budget import DEFAULT_MAX_BATCH, MIB, largest_batch_within
 from slim_mp.measure.benchmark.suite_results import BASELINE, BatchFit, Settings, SuiteRun, Variant, VariantResult
-from slim_mp.op_families import fusion_name
 from slim_mp.precision import resolve_precision
 from slim_mp.timing import paired_ratio
 
@@ -171,16 +169,6 @@ def _search_batches(model: str, precisions: Sequence[str], settings: Settings, c
     return fits
 
 
-def fusions_run(kernels: Dict[str, int]) -> Tuple[Tuple[str, int], ...]:
-    """The fused kernels among ``kernels`` (kernel -> nodes executed), by grappler's name, with their counts."""
-    counts: Dict[str, int] = collections.Counter()
-    for kernel, count in kernels.items():
-        fusion = fusion_name(kernel)
-        if fusion:
-            counts[fusion] += count
-    return tuple(sorted(counts.items()))
-
-
 def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, progress: Progress,
                  failures: Dict[str, str], decisions_dir: Optional[str] = None, cache_dir: Optional[str] = None,
                  ) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, Dict[str, int]]]:
@@ -256,7 +244,8 @@ def benchmark_model(model: str, variants: Sequence[Variant], settings: Settings,
             casts_in_graph=steps[label].graph_casts, pass_seconds=steps[label].pass_seconds,
             peak_memory_bytes=memory[label].peak_bytes, baseline_memory_bytes=memory[label].baseline_bytes,
             memory_method=memory[label].method, cold_pass_seconds=memory[label].pass_seconds,
-            placement_float32_ops=len(plan.float32_ops) if plan else None, fusions=fusions_run(kernels[label])))
+            placement_float32_ops=len(plan.float32_ops) if plan else None,
+            fusions=benchmark_step.fusions_run(kernels[label])))
     return results
 
 

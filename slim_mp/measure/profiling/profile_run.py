@@ -48,7 +48,7 @@ def opened_train_step(config: TrainConfig) -> Iterator[Tuple[tf1.Session, tf.Ten
     built = build_train_graph(config, layout)
     label = config.precision_options.precision
     with built.graph.as_default():
-        session_config = layout.session_config(bfloat16=label == "bfloat16")
+        session_config = layout.session_config()
         with tf1.Session(graph=built.graph, config=session_config) as session:
             session.run(built.session_ops.global_init)
             session.run(built.session_ops.local_init)
