@@ -4,7 +4,7 @@ Ranks (lower layers never import higher ones, nor a different unit of their own 
 
 - 0: ``compat``, ``precision``, ``devices``, ``config_fields``, ``json_files``, ``op_families``,
   ``markdown_table``, ``timing``
-- 1: ``graph_pass``, ``loss_scale``, ``datasets``
+- 1: ``graph_pass``, ``loss_scale``, ``datasets``, ``train_dir`` (the folder a run writes: its lock, its checkpoints)
 - 2: ``numerics``
 - 3: ``mixed_precision`` (the facade), ``distribute``, ``seams`` (a user's loop's step function and
   hooks); the package root ``slim_mp/__init__.py`` is the public surface and may import only the
@@ -16,9 +16,9 @@ Only modules of rank >= 4 may import the package root (``import slim_mp``, ``fro
 name``): below that, importing the root would import the facade, i.e. a higher layer. A module or
 sub-package missing from the table fails, so new code has to be given a rank here.
 
-Sealed units (``SEALED_UNITS``: the graph pass) are imported from outside only as the package
+Sealed units (``SEALED_UNITS``: the graph pass, the train dir) are imported from outside only as the package
 (``from slim_mp.graph_pass import rewrite``), never by an inner module's path, so moving a module
-inside the pass cannot break a caller.
+inside them cannot break a caller.
 
 Also: no module is named like a stdlib module, no two modules define a public top-level
 function or class of the same name, every package's ``__init__`` docstring names each of its
@@ -44,8 +44,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RANKS: Dict[str, int] = {
     "compat": 0, "precision": 0, "devices": 0, "config_fields": 0, "json_files": 0, "op_families": 0,
-    "markdown_table": 0, "timing": 0, "folder_lock": 0, "checkpoint_check": 0,
-    "graph_pass": 1, "loss_scale": 1, "datasets": 1,
+    "markdown_table": 0, "timing": 0,
+    "graph_pass": 1, "loss_scale": 1, "datasets": 1, "train_dir": 1,
     "numerics": 2,
     "mixed_precision": 3, "distribute": 3, "seams": 3,
     "training": 4,
@@ -55,7 +55,7 @@ ROOT_MAY_IMPORT = frozenset({"mixed_precision", "seams"} | {unit for unit, rank 
 MIN_RANK_IMPORTING_ROOT = 4
 MAX_MODULE_LINES = 320
 # Units whose surface is their package: code outside them imports ``slim_mp.<unit>``, never a module inside.
-SEALED_UNITS = frozenset({"graph_pass"})
+SEALED_UNITS = frozenset({"graph_pass", "train_dir"})
 # Top-level packages of this repository that the library must never import.
 FORBIDDEN_TOP_LEVEL = frozenset({"scripts", "tests"})
 

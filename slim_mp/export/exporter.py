@@ -10,7 +10,8 @@ from slim_mp.export.inference_graph import (
     ExportConfig, build_inference_graph, check_export_config, check_writable_file, freeze_graph, write_graph_def,
 )
 from slim_mp.export.saved_model import check_new_folder, write_saved_model
-from slim_mp.training import live_graph_def, resolve_checkpoint, write_rewrite_reports
+from slim_mp.train_dir import resolve_checkpoint
+from slim_mp.training import live_graph_def, write_rewrite_reports
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,13 +27,13 @@ from typing import Optional, Sequence, Type
 import tensorflow as tf
 
 from slim_mp.datasets.tfrecord_reader import named_read_errors
-from slim_mp.folder_lock import TrainDirInUseError
 from slim_mp.loss_scale import NONFINITE_SUMMARY, TrainingDivergedError, read_divergence
 from slim_mp.numerics import DATA_SOURCE_OP_TYPES
 from slim_mp.seams.official_loops import OfficialLoop, failed_loop
 from slim_mp.seams.preemption import TerminatedAfterSave
 from slim_mp.seams.step_watch import existing_step_watch, watched_graphs
 from slim_mp.seams.train_dir_guard import DamagedCheckpointError, damaged_checkpoint_error
+from slim_mp.train_dir import TrainDirInUseError
 
 ONE_LINE_ERRORS = (TrainingDivergedError, TrainDirInUseError, DamagedCheckpointError)
 DATA_ERRORS = (

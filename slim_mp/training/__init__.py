@@ -14,19 +14,16 @@ The modules, in the order a run's data flows through them:
   ``live_graph`` (what the rewrite left live, for TensorBoard and ``.meta`` files);
 - session: ``session_start`` (the chief restores or initialises, the other workers wait);
 - loop: ``loop`` (resume, run the watched steps), ``step_schedule`` (when it summarises, logs and
-  saves) and ``stop_saves`` (the save when Ctrl-C, SIGTERM or broken input data stops it), holding
-  ``run_dir`` (the folder's lock and disk errors);
-- checkpoints: ``checkpoint_state`` (names, the step key, the state file), ``checkpoint_folder``
-  (the survey and the resume pick), ``checkpoint_fit`` (does it fit this model), ``checkpoint_read`` (an
-  evaluation's one read, safe from a trainer's rotation),
-  ``checkpoint_save`` (atomic saves) and ``scaled_checkpoint`` (a copy with scaled tensors);
+  saves) and ``stop_saves`` (the save when Ctrl-C, SIGTERM or broken input data stops it), in the
+  train dir's room (``slim_mp.train_dir``: its lock, disk errors, atomic saves and the survey);
+- checkpoints and this model: ``checkpoint_fit`` (does it fit this model), ``checkpoint_read`` (an
+  evaluation's one read, safe from a trainer's rotation);
 - evaluation: ``evaluation`` (top-1, top-5 and loss over a whole split).
 
 The names other packages (export, measurement) use are exported here; they import them from
 ``slim_mp.training``. The scripts' flag parser stays the submodule ``slim_mp.training.cli``.
 """
 
-from slim_mp.training.checkpoint_folder import resolve_checkpoint
 from slim_mp.training.fine_tune_restore import fine_tune_init_fn
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
@@ -41,7 +38,7 @@ from slim_mp.training.train_graph import (add_classification_losses, build_train
                                           training_input_iterator)
 
 __all__ = [
-    "fine_tune_init_fn", "resolve_checkpoint", "EvalConfig", "evaluate", "LearningRateSettings", "live_graph_def",
+    "fine_tune_init_fn", "EvalConfig", "evaluate", "LearningRateSettings", "live_graph_def",
     "reachable_graph_def", "train", "check_batch_norm_decay", "check_model_name", "input_size", "prepare_output_dir",
     "OptimizerSettings",
     "LossScaleOptions", "PrecisionOptions", "write_rewrite_reports", "parse_scopes", "TrainConfig",

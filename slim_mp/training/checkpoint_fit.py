@@ -4,7 +4,7 @@
 checkpoint must hold every variable, in its shape and dtype); ``checkpoint_misfits`` is the
 comparison they share with the fine-tune restore, which allows float-to-float casts.
 
-Leaves alone: which checkpoint is used (``checkpoint_folder``) and the restore itself.
+Leaves alone: which checkpoint is used (``slim_mp.train_dir``'s survey) and the restore itself.
 """
 
 import dataclasses
@@ -13,7 +13,7 @@ from typing import Callable, List, Sequence, Tuple
 import tensorflow as tf
 
 from slim_mp.loss_scale import LOSS_SCALE_STATE_NAMES
-from slim_mp.training.checkpoint_state import name_listing
+from slim_mp.train_dir import name_listing
 
 # The suffix tf.compat.v1.train.ExponentialMovingAverage gives the checkpoint names of its averages.
 MOVING_AVERAGE_NAME = "ExponentialMovingAverage"

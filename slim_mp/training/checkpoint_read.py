@@ -11,7 +11,7 @@ is a checkpoint that vanished (rotation); one that fails while the folder stays 
 another model (``checkpoint_fit``'s error naming the flag). A vanished checkpoint makes the newest
 be taken again, up to ``ROTATION_ATTEMPTS`` times, before one error says that rotation removed it.
 
-Leaves alone: the choice among damaged and intact checkpoints (``checkpoint_folder``'s survey, into
+Leaves alone: the choice among damaged and intact checkpoints (``slim_mp.train_dir``'s survey, into
 which this module's inspection plugs) and the restore into a session (``evaluation``).
 """
 
@@ -25,11 +25,8 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
-from slim_mp.checkpoint_check import READ_FAILURES, checkpoint_damage
-from slim_mp.training.checkpoint_folder import (
-    CheckpointInspection, has_checkpoints, survey_checkpoints,
-)
-from slim_mp.training.checkpoint_state import checkpoint_files_by_prefix, read_state
+from slim_mp.train_dir import (READ_FAILURES, CheckpointInspection, checkpoint_damage, checkpoint_files_by_prefix,
+                               has_checkpoints, read_state, survey_checkpoints)
 
 ROTATION_ATTEMPTS = 5
 ROTATION_RETRY_SECONDS = 0.2
@@ -135,18 +132,19 @@ def read_checkpoint_values(path: str, variables: dict, size_flag: str,
     for _ in range(ROTATION_ATTEMPTS):
         found: Dict[str, CheckpointValues] = {}
         try:
-            survey = survey_checkpoints(path, flag, _inspection(variables, size_flag, _folder_state(path), found))
+            survey = survey_checkpoints(path, _inspection(variables, size_flag, _folder_state(path), found))
         except _Vanished as gone:
             logging.info("%s=%s: %s went away while it was read (a training run's checkpoint rotation); taking "
                          "the newest checkpoint again", flag, path, gone.prefix)
             vanished.append(gone.prefix)
             time.sleep(ROTATION_RETRY_SECONDS)
             continue
+        survey.raise_if_none_intact(flag)
         if survey.chosen is None:
             raise ValueError(_NO_CHECKPOINT.format(flag=flag, path=path))
         if survey.damaged:
             logging.warning("%s=%s: skipped damaged checkpoint(s): %s; using %s instead",
-                            flag, path, "; ".join(survey.damaged), survey.chosen)
+                            flag, path, "; ".join(survey.problems), survey.chosen)
         return found[survey.chosen]
     raise ValueError(
         f"{flag}={path}: a training run's checkpoint rotation removed each checkpoint taken before it could be "

@@ -16,7 +16,7 @@ from absl import logging
 
 from slim_mp.config_fields import option
 from slim_mp.json_files import write_json_atomically
-from slim_mp.training.run_dir import disk_write_errors
+from slim_mp.train_dir import disk_write_errors
 from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.training.checkpoint_read import CheckpointValues, check_checkpoint_path, read_checkpoint_values
 from slim_mp.datasets import get_dataset

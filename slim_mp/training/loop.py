@@ -22,24 +22,21 @@ from absl import logging
 
 from slim_mp.graph_pass import RewriteReport
 from slim_mp.loss_scale import ArgumentNames, TrainingDivergedError
-from slim_mp.folder_lock import train_dir_lock
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
-from slim_mp.training.checkpoint_folder import find_resume_checkpoint
-from slim_mp.training.checkpoint_save import atomic_save
-from slim_mp.training.checkpoint_state import latest_checkpoint_note, latest_checkpoint_step
 from slim_mp.distribute import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
 from slim_mp.seams import sigterm_as_interrupt, step_watch
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
-from slim_mp.training.run_dir import disk_write_errors
 from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
 from slim_mp.training.step_schedule import StepCallback, StepSchedule
 from slim_mp.training.stop_saves import saved_on_the_way_out
 from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
 from slim_mp.training.train_graph import TrainGraph, build_train_graph
+from slim_mp.train_dir import (atomic_save, disk_write_errors, find_resume_checkpoint, latest_checkpoint_note,
+                               latest_checkpoint_step, train_dir_lock)
 
 tf1 = tf.compat.v1
 

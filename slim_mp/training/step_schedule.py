@@ -7,7 +7,7 @@ line) is ``slim_mp.seams.step_watch``, the same one ``slim_mp.train_step`` and `
 a progress line every ``--log_every_n_steps`` steps and after the last, and on the chief a
 checkpoint every ``--save_interval_secs``.
 
-Leaves alone: how a checkpoint is written (``checkpoint_save``) and the saves on the way out (``loop``).
+Leaves alone: how a checkpoint is written (``slim_mp.train_dir``) and the saves on the way out (``loop``).
 """
 
 import dataclasses

@@ -1,6 +1,6 @@
 """What our loop saves when it stops early: Ctrl-C, SIGTERM, or input data that breaks mid-run.
 
-Each ends with the chief saving the current step (atomically, ``checkpoint_save``) and one error
+Each ends with the chief saving the current step (atomically, ``slim_mp.train_dir``) and one error
 saying what it saved, so no completed step is lost however the run stops. A data error is a
 ``DataLossError`` (a damaged or truncated shard), an ``InvalidArgumentError`` the divergence checks
 did not raise (an undecodable image, a bad label), a ``NotFoundError`` (a shard removed, its folder

@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 from absl import logging
 
 from slim_mp.config_fields import option
-from slim_mp.training.checkpoint_state import MAX_TO_KEEP
+from slim_mp.train_dir import MAX_TO_KEEP
 from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.distribute import CloneDevices, ClusterLayout, make_cluster_layout
 from slim_mp.graph_pass import RewriteOptions

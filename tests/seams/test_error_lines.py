@@ -11,7 +11,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from slim_mp.folder_lock import TrainDirInUseError
+from slim_mp.train_dir.folder_lock import TrainDirInUseError
 from slim_mp.loss_scale import NONFINITE_LOSS, TrainingDivergedError
 from slim_mp.seams.error_lines import install_error_lines
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from slim_mp.training import checkpoint_read
 from slim_mp.training.checkpoint_read import read_checkpoint_values
-from slim_mp.training.checkpoint_save import atomic_save
+from slim_mp.train_dir.checkpoint_save import atomic_save
 
 tf1 = tf.compat.v1
 

@@ -19,9 +19,9 @@ from script_runs import (
     EVAL_SCRIPT, LENET_ARGS, TRAIN_SCRIPT, check_bad_input, check_ok, checkpoint_tensor, finish_or_show_stacks,
     run_script, script_env,
 )
-from slim_mp.training.checkpoint_save import atomic_save
-from slim_mp.training.checkpoint_state import TEMP_DIR_PREFIX, latest_checkpoint_note
-from slim_mp.training.run_dir import DiskWriteError, disk_write_errors
+from slim_mp.train_dir.checkpoint_save import atomic_save
+from slim_mp.train_dir.checkpoint_state import TEMP_DIR_PREFIX, latest_checkpoint_note
+from slim_mp.train_dir.disk_errors import DiskWriteError, disk_write_errors
 
 tf1 = tf.compat.v1
 

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from slim_mp.training.checkpoint_folder import resolve_checkpoint
+from slim_mp.train_dir.checkpoint_folder import resolve_checkpoint
 from slim_mp.training.fine_tune_restore import fine_tune_init_fn
 
 tf1 = tf.compat.v1

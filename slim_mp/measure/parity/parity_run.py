@@ -27,7 +27,7 @@ from slim_mp.measure.parity.run_configs import (MS_PER_SECOND, PrintLine, evalua
 from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION
 from slim_mp.training import train
 from slim_mp.timing import run_ms
-from slim_mp.training.scaled_checkpoint import write_scaled_checkpoint
+from slim_mp.train_dir import write_scaled_checkpoint
 
 # The control's perturbation is drawn with numpy seed CONTROL_SEED_OFFSET + seed.
 CONTROL_SEED_OFFSET = 100

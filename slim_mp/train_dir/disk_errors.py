@@ -1,11 +1,11 @@
-"""The run folder (``--train_dir``, ``--eval_dir``): a refused write as one error.
+"""A run's folder (a train dir, an eval dir): a refused write as one error.
 
 ``disk_write_errors`` turns a full, read-only or forbidden disk into one error naming the folder,
 what the failure left intact (the last good checkpoint) and the fix.
 
 Leaves alone: what is written there (checkpoints: ``checkpoint_save``; the state file:
-``checkpoint_state``), creating the folder (``model_setup.prepare_output_dir``) and keeping a second
-process out of it (``slim_mp.folder_lock``, shared with the user seams).
+``checkpoint_state``), creating the folder (the training application) and keeping a second
+process out of it (``folder_lock``, shared with the user seams).
 """
 
 import contextlib
