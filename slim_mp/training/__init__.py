@@ -21,27 +21,29 @@ The modules, in the order a run's data flows through them:
 - evaluation: ``evaluation`` (top-1, top-5 and loss over a whole split).
 
 The names other packages (export, measurement) use are exported here; they import them from
-``slim_mp.training``. The scripts' flag parser stays the submodule ``slim_mp.training.cli``.
+``slim_mp.training``, never a module inside it (``tests/test_architecture.py`` seals it). The scripts'
+flag parser stays the submodule ``slim_mp.training.cli``, which only the scripts import.
 """
 
 from slim_mp.training.fine_tune_restore import fine_tune_init_fn
 from slim_mp.training.evaluation import EvalConfig, evaluate
 from slim_mp.training.learning_rate import LearningRateSettings
+from slim_mp.training.library_logs import send_library_logs_to
 from slim_mp.training.live_graph import live_graph_def, reachable_graph_def
 from slim_mp.training.loop import train
 from slim_mp.training.model_setup import check_batch_norm_decay, check_model_name, input_size, prepare_output_dir
 from slim_mp.training.optimizers import OptimizerSettings
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions, write_rewrite_reports
 from slim_mp.training.scopes import parse_scopes
-from slim_mp.training.train_config import TrainConfig, check_train_config
-from slim_mp.training.train_graph import (add_classification_losses, build_train_graph, dataset_and_network,
-                                          training_input_iterator)
+from slim_mp.training.session_start import TrainingSession, start_session
+from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
+from slim_mp.training.train_graph import (TrainGraph, add_classification_losses, build_train_graph,
+                                          dataset_and_network, training_input_iterator)
 
 __all__ = [
-    "fine_tune_init_fn", "EvalConfig", "evaluate", "LearningRateSettings", "live_graph_def",
+    "fine_tune_init_fn", "EvalConfig", "evaluate", "LearningRateSettings", "send_library_logs_to", "live_graph_def",
     "reachable_graph_def", "train", "check_batch_norm_decay", "check_model_name", "input_size", "prepare_output_dir",
-    "OptimizerSettings",
-    "LossScaleOptions", "PrecisionOptions", "write_rewrite_reports", "parse_scopes", "TrainConfig",
-    "check_train_config",
+    "OptimizerSettings", "LossScaleOptions", "PrecisionOptions", "write_rewrite_reports", "parse_scopes",
+    "TrainingSession", "start_session", "TrainConfig", "check_train_config", "cluster_layout", "TrainGraph",
     "add_classification_losses", "build_train_graph", "dataset_and_network", "training_input_iterator",
 ]

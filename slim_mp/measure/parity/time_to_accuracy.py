@@ -25,10 +25,8 @@ from slim_mp.timing import RoundOrder, run_ms
 from slim_mp.measure.parity.run_configs import (MS_PER_SECOND, PrintLine, evaluate_run, lowered_allow_ops,
                                                 run_train_config, write_initial_checkpoint)
 from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION, RunSettings, check_positive, check_run_settings
-from slim_mp.training import build_train_graph, prepare_output_dir
-from slim_mp.training.session_start import TrainingSession, start_session
-from slim_mp.training.train_config import cluster_layout
-from slim_mp.training.train_graph import TrainGraph
+from slim_mp.training import (TrainGraph, TrainingSession, build_train_graph, cluster_layout, prepare_output_dir,
+                              start_session)
 
 tf1 = tf.compat.v1
 
