@@ -24,6 +24,10 @@ module inside them cannot break a caller.
 This docstring's rank list above and the README's "Layout" section name every top-level module and
 sub-package of ``slim_mp`` (``listing_gaps``), so neither map goes stale when one is added.
 
+No string of a library layer (ranks 0-3 and the root; docstrings aside) spells a script's flag
+(``--name``): those layers mark what the user can change with ``config_fields.argument``, and only
+the apps and their command-line runner read it as a flag.
+
 Also: no module is named like a stdlib module, no two modules define a public top-level
 function or class of the same name, every package's ``__init__`` docstring names each of its
 modules and sub-packages as ````name```` (the map a newcomer reads first cannot go stale), no
@@ -61,6 +65,10 @@ MIN_RANK_IMPORTING_ROOT = 4
 MAX_MODULE_LINES = 320
 # Units whose surface is their package: code outside them imports ``slim_mp.<unit>``, never a module inside.
 SEALED_UNITS = frozenset({"graph_pass", "train_dir", "training"})
+# The library's layers name what a user can change as arguments (``config_fields.argument``), never as a script's
+# flag: only the apps behind the scripts (ranks >= 4) and their command-line runner write ``--name``.
+LIBRARY_LAYERS = frozenset({ROOT} | {unit for unit, rank in RANKS.items() if rank < MIN_RANK_IMPORTING_ROOT})
+_FLAG_LITERAL = re.compile(r"(?<![\w-])--[a-z][a-z0-9_]*(?![\w-])")
 # Top-level packages of this repository that the library must never import.
 FORBIDDEN_TOP_LEVEL = frozenset({"scripts", "tests"})
 
@@ -291,6 +299,33 @@ def listing_gaps(units: Set[str], listed: Set[str], where: str) -> List[str]:
             + [f"{where} lists {name}, which is no top-level module or sub-package" for name in sorted(listed - units)])
 
 
+def _docstring_nodes(tree: ast.AST) -> Set[int]:
+    """The ids of the string constants that are docstrings (of the module, a class or a function)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+                    isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def flag_literals(modules: Dict[str, Module], package: str = PACKAGE) -> List[str]:
+    """``module:line --flag`` for each string literal (f-string parts included, docstrings aside) of a library
+    layer (``LIBRARY_LAYERS``) that spells a script's flag; ``--no-deps`` and the like (a hyphen) are other tools'."""
+    found = []
+    for module in modules.values():
+        if unit_of(module.name, package) not in LIBRARY_LAYERS:
+            continue
+        tree = ast.parse(module.source, filename=module.name)
+        docstrings = _docstring_nodes(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found += [f"{module.name}:{node.lineno} {flag}" for flag in _FLAG_LITERAL.findall(node.value)]
+    return sorted(found)
+
+
 def import_circles(modules: Dict[str, Module]) -> List[List[str]]:
     """Each strongly connected group of more than one module in the import graph (``TYPE_CHECKING`` and
     function-level imports included; a package importing its own modules does not count)."""
@@ -396,6 +431,12 @@ def test_the_readme_layout_and_the_rank_list_name_every_top_level_unit(package_m
             + listing_gaps(units, docstring_rank_units(__doc__), "tests/test_architecture.py's rank list")
             + listing_gaps(units, set(RANKS), "RANKS"))
     assert not gaps, "\n".join(gaps)
+
+
+def test_the_library_layers_name_arguments_never_flags(package_modules):
+    literals = flag_literals(package_modules)
+    assert not literals, "name these with config_fields.argument (the scripts' runner reads them as flags):\n" + \
+        "\n".join(literals)
 
 
 def test_no_import_circle(package_modules):
@@ -566,3 +607,13 @@ def test_a_unit_missing_from_the_readme_layout_or_the_rank_list_is_reported():
     assert listing_gaps(units, docstring_rank_units(ranks), "ranks") == [
         "ranks does not list datasets", "ranks does not list loss_scale",
         "ranks lists helpers, which is no top-level module or sub-package"]
+
+
+def test_a_flag_spelt_in_a_library_layer_is_reported():
+    modules = synthetic({
+        "datasets/factory": ('"""Docstrings may say --dataset_dir."""\n'
+                             'def f(d):\n    """Nor here: --x."""\n    raise ValueError(f"--dataset_dir={d} is bad")\n'
+                             'PIP = "pip install --no-deps tf-keras"\n'),
+        "training/cli": 'FLAG = "--train_dir"\n',
+    })
+    assert flag_literals(modules) == ["slim_mp.datasets.factory:4 --dataset_dir"]

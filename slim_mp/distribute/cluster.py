@@ -178,7 +178,7 @@ class ParameterServerConfig:
         (), "Comma-separated host:port of the parameter servers (this worker then starts its own server)."
     )
     worker_hosts: Tuple[str, ...] = option((), "Comma-separated host:port of the workers, task 0 first.")
-    task: int = option(0, "Index of this parameter server in --ps_hosts.")
+    task: int = option(0, f"Index of this parameter server in {argument('ps_hosts')}.")
 
 
 def serve_parameter_server(config: ParameterServerConfig, print_line: Callable[[str], None] = print) -> None:

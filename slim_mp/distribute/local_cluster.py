@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from slim_mp.config_fields import ArgumentError, argument
+from slim_mp.config_fields import ArgumentError, argument, as_flag
 
 LOOPBACK = "127.0.0.1"
 # The cluster flags the launcher sets itself; passing them as training flags would contradict it.
@@ -97,9 +97,9 @@ class LocalCluster:
 
     def _cluster_flags(self, task: int) -> List[str]:
         return [
-            f"--ps_hosts={','.join(self.ps_hosts)}",
-            f"--worker_hosts={','.join(self.worker_hosts)}",
-            f"--task={task}",
+            f"{as_flag('ps_hosts')}={','.join(self.ps_hosts)}",
+            f"{as_flag('worker_hosts')}={','.join(self.worker_hosts)}",
+            f"{as_flag('task')}={task}",
         ]
 
     def _emit(self, line: str) -> None:
@@ -136,7 +136,7 @@ class LocalCluster:
     def start_worker(self, task: int) -> None:
         """Start (or restart, after ``kill_worker``) worker ``task``."""
         flags = self._cluster_flags(task) + [
-            f"--num_ps_tasks={len(self.ps_hosts)}", f"--worker_replicas={len(self.worker_hosts)}",
+            f"{as_flag('num_ps_tasks')}={len(self.ps_hosts)}", f"{as_flag('worker_replicas')}={len(self.worker_hosts)}",
         ] + self._worker_args.get(task, [])
         self._killed.discard(task)
         self._start("worker", task, self._worker_command + flags)

@@ -11,7 +11,7 @@ from slim_mp.export.inference_graph import (
 )
 from slim_mp.export.saved_model import check_new_folder, write_saved_model
 from slim_mp.train_dir import resolve_checkpoint
-from slim_mp.training import live_graph_def, write_rewrite_reports
+from slim_mp.training import StepSettings, live_graph_def, out_of_memory_named, write_rewrite_reports
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,11 +32,18 @@ def export_model(config: ExportConfig, print_line: Callable[[str], None] = print
         unwritable output or an unsupported option (``--quantize``).
     """
     check_export_config(config)
+    with out_of_memory_named(StepSettings(config.model_name, config.batch_size, config.precision_options.precision,
+                                          config.image_size, "image_size")):
+        return _export(config, print_line)
+
+
+def _export(config: ExportConfig, print_line: Callable[[str], None]) -> ExportResult:
+    """``export_model`` once the config is checked."""
     checkpoint = resolve_checkpoint(config.checkpoint_path) if config.checkpoint_path else None
     if config.output_file:
-        check_writable_file(config.output_file, "--output_file")
+        check_writable_file(config.output_file, "output_file")
     if config.saved_model_dir:
-        check_new_folder(config.saved_model_dir, "--saved_model_dir")
+        check_new_folder(config.saved_model_dir, "saved_model_dir")
     built = build_inference_graph(config)
     if built.report is not None:
         logging.info("%s", built.report.summary())

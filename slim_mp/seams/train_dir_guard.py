@@ -20,11 +20,12 @@ Leaves alone: our own script's train dir (its loop skips damage by itself).
 import os
 from typing import Optional
 
+from slim_mp.config_fields import ArgumentError
 from slim_mp.seams.official_loops import OfficialLoop
 from slim_mp.train_dir import DAMAGED_FOLDER, hold_train_dir_lock, survey_checkpoints
 
 
-class DamagedCheckpointError(ValueError):
+class DamagedCheckpointError(ArgumentError):
     """The loop's latest checkpoint cannot be restored; the message names the file and the way forward."""
 
 

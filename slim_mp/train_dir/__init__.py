@@ -17,8 +17,9 @@ when a loop saves (its schedule).
 from slim_mp.train_dir.checkpoint_check import READ_FAILURES, checkpoint_damage
 from slim_mp.train_dir.checkpoint_folder import (DAMAGED_FOLDER, CheckpointInspection, CheckpointSurvey,
                                                  DamagedCheckpoint, find_resume_checkpoint, has_checkpoints,
-                                                 resolve_checkpoint, set_aside_damaged_checkpoints,
-                                                 survey_checkpoints)
+                                                 no_checkpoint_error, resolve_checkpoint,
+                                                 set_aside_damaged_checkpoints, survey_checkpoints,
+                                                 unreadable_checkpoint_error)
 from slim_mp.train_dir.checkpoint_save import atomic_save
 from slim_mp.train_dir.checkpoint_state import (MAX_TO_KEEP, checkpoint_files_by_prefix, checkpoint_step,
                                                 latest_checkpoint_note, latest_checkpoint_step, name_listing,
@@ -29,9 +30,9 @@ from slim_mp.train_dir.scaled_checkpoint import write_scaled_checkpoint
 
 __all__ = [
     "READ_FAILURES", "checkpoint_damage", "DAMAGED_FOLDER", "CheckpointInspection", "CheckpointSurvey",
-    "DamagedCheckpoint", "find_resume_checkpoint", "has_checkpoints", "resolve_checkpoint",
-    "set_aside_damaged_checkpoints", "survey_checkpoints", "atomic_save", "MAX_TO_KEEP", "checkpoint_files_by_prefix",
-    "checkpoint_step", "latest_checkpoint_note", "latest_checkpoint_step", "name_listing", "read_state",
-    "DiskWriteError", "disk_write_errors", "TrainDirInUseError", "hold_train_dir_lock", "train_dir_lock",
-    "write_scaled_checkpoint",
+    "DamagedCheckpoint", "find_resume_checkpoint", "has_checkpoints", "no_checkpoint_error", "resolve_checkpoint",
+    "set_aside_damaged_checkpoints", "survey_checkpoints", "unreadable_checkpoint_error", "atomic_save",
+    "MAX_TO_KEEP", "checkpoint_files_by_prefix", "checkpoint_step", "latest_checkpoint_note",
+    "latest_checkpoint_step", "name_listing", "read_state", "DiskWriteError", "disk_write_errors",
+    "TrainDirInUseError", "hold_train_dir_lock", "train_dir_lock", "write_scaled_checkpoint",
 ]

@@ -22,6 +22,7 @@ from typing import Callable, Optional, Tuple
 import tensorflow as tf
 from absl import logging
 
+from slim_mp.config_fields import ArgumentError, ArgumentText, argument
 from slim_mp.train_dir.checkpoint_check import checkpoint_damage
 from slim_mp.train_dir.checkpoint_state import (
     NO_STEP, STATE_FILENAME, checkpoint_files_by_prefix, name_listing, read_state, step_key, write_state,
@@ -59,13 +60,20 @@ class CheckpointSurvey:
         """True when the state file is intact and names the chosen checkpoint as the latest."""
         return self.state_problem is None and bool(self.listed) and self.listed[-1] == self.chosen
 
-    def raise_if_none_intact(self, flag: str) -> None:
-        """Raise ValueError naming ``flag`` and the damaged files when checkpoints exist but none is intact."""
+    def raise_if_none_intact(self, argument_name: str) -> None:
+        """Raise ``ArgumentError`` naming the argument ``argument_name`` (that named the folder) and the damaged files
+        when checkpoints exist but none is intact."""
         if self.chosen is None and self.damaged:
-            raise ValueError(
-                f"{flag}={self.directory} holds checkpoints but none is intact: {name_listing(self.problems)}; "
-                f"restore them from a backup, or move them away (or pass another {flag}) to start over."
+            raise ArgumentError(
+                f"{argument(argument_name)}={self.directory} holds checkpoints but none is intact: "
+                f"{name_listing(self.problems)}; restore them from a backup, or move them away (or pass another "
+                f"{argument(argument_name)}) to start over."
             )
+
+    def skipped_damage(self, argument_name: str) -> ArgumentText:
+        """The warning that damaged checkpoints were skipped for the chosen one (the folder named by its argument)."""
+        return ArgumentText(f"{argument(argument_name)}={self.directory}: skipped damaged checkpoint(s): "
+                            f"{'; '.join(self.problems)}; using {self.chosen} instead")
 
 
 # Says what is wrong with a checkpoint prefix of a folder (naming the file), or None if it is intact.
@@ -111,29 +119,41 @@ def survey_checkpoints(directory: str, inspect: CheckpointInspection = checkpoin
     return CheckpointSurvey(directory, None, tuple(damaged), tuple(listed), state_problem)
 
 
-def resolve_checkpoint(path: str, flag: str = "--checkpoint_path") -> str:
+def no_checkpoint_error(path: str, argument_name: str) -> ArgumentError:
+    """The error for ``path`` (named by the argument ``argument_name``) that holds no checkpoint: empty, or a folder
+    without one."""
+    if not path:
+        return ArgumentError(f"{argument(argument_name)} is empty; pass a checkpoint file or a folder holding "
+                             "checkpoints.")
+    return ArgumentError(f"{argument(argument_name)}={path} is a folder without a checkpoint; pass a folder or file "
+                         "with one.")
+
+
+def unreadable_checkpoint_error(path: str, argument_name: str, problem: str) -> ArgumentError:
+    """The error for a checkpoint prefix ``path`` (named by the argument ``argument_name``) that cannot be read."""
+    return ArgumentError(f"{argument(argument_name)}={path} is not a readable checkpoint ({problem}); pass a "
+                         "checkpoint prefix such as model.ckpt-1000 (without .index) or its folder.")
+
+
+def resolve_checkpoint(path: str, argument_name: str = "checkpoint_path") -> str:
     """Return the checkpoint prefix ``path`` names: itself, or the latest checkpoint of a folder.
 
-    Raises ValueError naming ``flag`` when there is no readable checkpoint there.
+    Raises ``ArgumentError`` naming the argument ``argument_name`` when there is no readable checkpoint there.
     """
     if not path:
-        raise ValueError(f"{flag} is empty; pass a checkpoint file or a folder holding checkpoints.")
+        raise no_checkpoint_error(path, argument_name)
     if tf.io.gfile.isdir(path):
         survey = survey_checkpoints(path)
-        survey.raise_if_none_intact(flag)
+        survey.raise_if_none_intact(argument_name)
         if survey.chosen is None:
-            raise ValueError(f"{flag}={path} is a folder without a checkpoint; pass a folder or file with one.")
+            raise no_checkpoint_error(path, argument_name)
         if survey.damaged:
-            logging.warning("%s=%s: skipped damaged checkpoint(s): %s; using %s instead",
-                            flag, path, "; ".join(survey.problems), survey.chosen)
+            logging.warning("%s", survey.skipped_damage(argument_name))
         return os.path.join(path, survey.chosen)
     try:
         tf.train.load_checkpoint(path)
     except (tf.errors.OpError, ValueError) as error:
-        raise ValueError(
-            f"{flag}={path} is not a readable checkpoint ({type(error).__name__}); pass a checkpoint prefix "
-            "such as model.ckpt-1000 (without .index) or its folder."
-        ) from error
+        raise unreadable_checkpoint_error(path, argument_name, type(error).__name__) from error
     return path
 
 
@@ -161,18 +181,19 @@ def find_resume_checkpoint(train_dir: str) -> Optional[str]:
     rewritten from the files present when it is damaged or does not name the checkpoint chosen.
 
     Raises:
-      ValueError: naming ``--train_dir`` and the damaged files when checkpoints exist but none is intact.
+      ArgumentError: naming ``train_dir`` and the damaged files when checkpoints exist but none is intact.
     """
     survey = survey_checkpoints(train_dir)
-    survey.raise_if_none_intact("--train_dir")
+    survey.raise_if_none_intact("train_dir")
     if survey.chosen is None:
         return None
+    named = f"{argument('train_dir')}={train_dir}"
     if survey.damaged:
-        logging.warning("--train_dir=%s: skipped damaged checkpoint(s): %s; resuming from %s instead",
-                        train_dir, "; ".join(survey.problems), survey.chosen)
+        logging.warning("%s", ArgumentText(f"{named}: skipped damaged checkpoint(s): {'; '.join(survey.problems)}; "
+                                           f"resuming from {survey.chosen} instead"))
     if survey.state_problem is not None:
-        logging.warning("--train_dir=%s: the checkpoint state file was damaged (%s); rebuilt it from the "
-                        "checkpoint files present", train_dir, survey.state_problem)
+        logging.warning("%s", ArgumentText(f"{named}: the checkpoint state file was damaged ({survey.state_problem}); "
+                                           "rebuilt it from the checkpoint files present"))
     _name_chosen_in_state(survey)
     return os.path.join(train_dir, survey.chosen)
 

@@ -31,19 +31,21 @@ from slim_mp.training.learning_rate import LearningRateSettings
 from slim_mp.training.library_logs import send_library_logs_to
 from slim_mp.training.live_graph import live_graph_def, reachable_graph_def
 from slim_mp.training.loop import train
+from slim_mp.training.memory_fit import StepSettings, out_of_memory_named
 from slim_mp.training.model_setup import check_batch_norm_decay, check_model_name, input_size, prepare_output_dir
 from slim_mp.training.optimizers import OptimizerSettings
 from slim_mp.training.precision_flags import LossScaleOptions, PrecisionOptions, write_rewrite_reports
 from slim_mp.training.scopes import parse_scopes
 from slim_mp.training.session_start import TrainingSession, start_session
-from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
+from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout, train_step_settings
 from slim_mp.training.train_graph import (TrainGraph, add_classification_losses, build_train_graph,
                                           dataset_and_network, training_input_iterator)
 
 __all__ = [
     "fine_tune_init_fn", "EvalConfig", "evaluate", "LearningRateSettings", "send_library_logs_to", "live_graph_def",
-    "reachable_graph_def", "train", "check_batch_norm_decay", "check_model_name", "input_size", "prepare_output_dir",
-    "OptimizerSettings", "LossScaleOptions", "PrecisionOptions", "write_rewrite_reports", "parse_scopes",
-    "TrainingSession", "start_session", "TrainConfig", "check_train_config", "cluster_layout", "TrainGraph",
-    "add_classification_losses", "build_train_graph", "dataset_and_network", "training_input_iterator",
+    "reachable_graph_def", "train", "StepSettings", "out_of_memory_named", "check_batch_norm_decay",
+    "check_model_name", "input_size", "prepare_output_dir", "OptimizerSettings", "LossScaleOptions",
+    "PrecisionOptions", "write_rewrite_reports", "parse_scopes", "TrainingSession", "start_session", "TrainConfig",
+    "check_train_config", "cluster_layout", "train_step_settings", "TrainGraph", "add_classification_losses",
+    "build_train_graph", "dataset_and_network", "training_input_iterator",
 ]

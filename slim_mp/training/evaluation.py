@@ -21,6 +21,7 @@ from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.training.checkpoint_read import CheckpointValues, check_checkpoint_path, read_checkpoint_values
 from slim_mp.datasets import get_dataset
 from slim_mp.training.input_pipeline import InputOptions, negative_label_errors, next_batch
+from slim_mp.training.memory_fit import StepSettings, out_of_memory_named
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.graph_pass import rewrite
@@ -85,7 +86,7 @@ def _build(config: EvalConfig) -> _EvalGraph:
         )
         options = InputOptions(
             batch_size=config.batch_size,
-            image_size=input_size(config.eval_image_size, network_fn, "--eval_image_size"),
+            image_size=input_size(config.eval_image_size, network_fn, "eval_image_size"),
             is_training=False,
             num_preprocessing_threads=config.num_preprocessing_threads,
             labels_offset=config.labels_offset,
@@ -149,6 +150,12 @@ def write_eval_summaries(eval_dir: str, metrics: Dict[str, object]) -> None:
             writer.close()
 
 
+def eval_step_settings(config: EvalConfig) -> StepSettings:
+    """What sizes ``config``'s evaluation step, for the error of a step that runs out of memory."""
+    return StepSettings(config.model_name, config.batch_size, config.precision_options.precision,
+                        config.eval_image_size, "eval_image_size")
+
+
 def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> Dict[str, object]:
     """Evaluate the checkpoint of ``config``; print the metrics, write them to ``eval_dir`` and return them.
 
@@ -163,10 +170,11 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
     if config.max_num_batches is not None and config.max_num_batches < 1:
         raise ValueError(f"--max_num_batches={config.max_num_batches} must be >= 1; pass a positive count or unset it.")
     check_checkpoint_path(config.checkpoint_path)  # before the build: a wrong path is told at once
-    prepare_output_dir(config.eval_dir, "--eval_dir")
-    built = _build(config)
-    checkpoint = read_checkpoint_values(config.checkpoint_path, built.restored, "--eval_image_size")
-    sums, num_examples = _sum_over_split(built, checkpoint, config.max_num_batches, config.labels_offset)
+    prepare_output_dir(config.eval_dir, "eval_dir")
+    with out_of_memory_named(eval_step_settings(config)):
+        built = _build(config)
+        checkpoint = read_checkpoint_values(config.checkpoint_path, built.restored, "eval_image_size")
+        sums, num_examples = _sum_over_split(built, checkpoint, config.max_num_batches, config.labels_offset)
     if num_examples == 0:
         raise ValueError(f"--dataset_split_name={config.dataset_split_name} has no examples; pick a non-empty split.")
     metrics = {
@@ -180,7 +188,7 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
     # Printed first, so a disk that refuses the files below does not lose the numbers.
     print_line(" ".join(f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
                         for key, value in metrics.items()))
-    with disk_write_errors(config.eval_dir, "--eval_dir",
+    with disk_write_errors(config.eval_dir, "eval_dir",
                            lambda: f"{checkpoint.prefix} is untouched (metrics printed above)"):
         write_json_atomically(os.path.join(config.eval_dir, METRICS_FILENAME), metrics)
         write_eval_summaries(config.eval_dir, metrics)

@@ -21,7 +21,6 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.graph_pass import RewriteReport
-from slim_mp.loss_scale import ArgumentNames, TrainingDivergedError
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
 from slim_mp.distribute import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
@@ -33,7 +32,8 @@ from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
 from slim_mp.training.step_schedule import StepCallback, StepSchedule
 from slim_mp.training.stop_saves import saved_on_the_way_out
-from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
+from slim_mp.training.memory_fit import out_of_memory_named
+from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout, train_step_settings
 from slim_mp.training.train_graph import TrainGraph, build_train_graph
 from slim_mp.train_dir import (atomic_save, disk_write_errors, find_resume_checkpoint, latest_checkpoint_note,
                                latest_checkpoint_step, train_dir_lock)
@@ -41,8 +41,6 @@ from slim_mp.train_dir import (atomic_save, disk_write_errors, find_resume_check
 tf1 = tf.compat.v1
 
 RUN_INFO_FILENAME = "run_info.json"
-# What a divergence sentence tells the user of the scripts to change: their flags, not the library's arguments.
-DIVERGENCE_FLAGS = ArgumentNames(learning_rate="--learning_rate", debug_nonfinite="--mp_debug_nonfinite")
 _RUN_INFO_SCHEMA = {"precision": str}
 
 
@@ -86,7 +84,7 @@ def _check_resume(built: TrainGraph, config: TrainConfig, checkpoint: str) -> No
     """Before restoring: every variable must fit the checkpoint; warn when the precision changes."""
     with built.graph.as_default():
         variables = {v.op.name: v for v in tf1.global_variables()}
-    check_checkpoint_fits(checkpoint, variables, "--train_image_size")
+    check_checkpoint_fits(checkpoint, variables, "train_image_size")
     check_checkpoint_complete(checkpoint, variables)
     previous = _recorded_precision(config.train_dir)
     precision = config.precision_options.precision
@@ -122,19 +120,17 @@ def train(config: TrainConfig, print_line: Callable[[str], None] = print,
     check_train_config(config)
     layout = cluster_layout(config)
     if layout.is_chief:
-        prepare_output_dir(config.train_dir, "--train_dir")
+        prepare_output_dir(config.train_dir, "train_dir")
     with contextlib.ExitStack() as stack:
+        stack.enter_context(out_of_memory_named(train_step_settings(config)))
         stack.enter_context(sigterm_as_interrupt())
         if layout.is_chief:
             stack.enter_context(_summary_thread_errors_reported_once())
             stack.enter_context(disk_write_errors(
-                config.train_dir, "--train_dir", lambda: latest_checkpoint_note(config.train_dir)
+                config.train_dir, "train_dir", lambda: latest_checkpoint_note(config.train_dir)
             ))
             stack.enter_context(train_dir_lock(config.train_dir))
-        try:
-            return _train(config, layout, print_line, on_step)
-        except TrainingDivergedError as error:
-            raise error.naming(DIVERGENCE_FLAGS) from error
+        return _train(config, layout, print_line, on_step)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from slim_mp.distribute import CloneDevices, ClusterLayout, make_cluster_layout
 from slim_mp.graph_pass import RewriteOptions
 from slim_mp.training.fault_injection import check_fault_steps
 from slim_mp.training.learning_rate import LearningRateSettings, check_decay_type
+from slim_mp.training.memory_fit import StepSettings
 from slim_mp.training.optimizers import OptimizerSettings, check_optimizer_name
 from slim_mp.training.precision_flags import LossScaleOptions
 
@@ -85,6 +86,12 @@ class TrainConfig(DataModelOptions):
     optimizer_settings: OptimizerSettings = dataclasses.field(default_factory=OptimizerSettings)
     learning_rate_settings: LearningRateSettings = dataclasses.field(default_factory=LearningRateSettings)
     loss_scale_options: LossScaleOptions = dataclasses.field(default_factory=LossScaleOptions)
+
+
+def train_step_settings(config: TrainConfig) -> StepSettings:
+    """What sizes ``config``'s train step, for the errors of a step that does not fit."""
+    return StepSettings(config.model_name, config.batch_size, config.precision_options.precision,
+                        config.train_image_size, "train_image_size")
 
 
 def cluster_layout(config: TrainConfig) -> ClusterLayout:

@@ -4,9 +4,9 @@ import os
 import shutil
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
+from argument_errors import raises_naming
 from slim_mp.train_dir.checkpoint_folder import find_resume_checkpoint, survey_checkpoints
 from slim_mp.train_dir.checkpoint_save import atomic_save
 from slim_mp.train_dir.checkpoint_state import STATE_FILENAME, read_state, step_key
@@ -58,8 +58,7 @@ def test_a_damaged_index_of_step_zero_is_still_damage(tmp_path):
     save_steps(str(tmp_path), [0])
     with open(tmp_path / "model.ckpt-0.index", "wb") as handle:
         handle.write(b"not an index")
-    with pytest.raises(ValueError, match=r"--train_dir=.* holds checkpoints but none is intact: "
-                                         r"model\.ckpt-0\.index is damaged"):
+    with raises_naming(r"--train_dir=.* holds checkpoints but none is intact: model\.ckpt-0\.index is damaged"):
         find_resume_checkpoint(str(tmp_path))
 
 
