@@ -29,7 +29,7 @@ from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
-from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
+from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, TrainingSession, start_session
 from slim_mp.training.step_schedule import StepCallback, StepSchedule
 from slim_mp.training.stop_saves import saved_on_the_way_out
 from slim_mp.training.memory_fit import out_of_memory_named
@@ -167,8 +167,14 @@ def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str
         logging.info("%s", report.summary())
     if config.precision_options.mp_report and layout.is_chief:
         write_rewrite_reports(built.rewrite_reports, config.precision_options.mp_report)
+    open_session = functools.partial(
+        start_session, built.session_ops, layout.is_chief, target,
+        layout.session_config(bfloat16=config.precision_options.precision == "bfloat16"),
+        _restore_or_initialise(built, resume_from),
+    )
+    schedule = functools.partial(StepSchedule, config, print_line=print_line, on_step=on_step)
     try:
-        return _run_session(built, config, layout, target, resume_from, print_line, on_step)
+        return _run_session(built, config, layout.is_chief, open_session, schedule)
     except LOST_TASK_ERRORS as error:
         raise _lost_task_error(error, config, layout) from None
 
@@ -183,28 +189,28 @@ def _lost_task_error(error: tf.errors.OpError, config: TrainConfig, layout: Clus
     )
 
 
-def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, target: str,
-                 resume_from: Optional[str], print_line: Callable[[str], None],
-                 on_step: Optional[StepCallback]) -> TrainResult:
-    """Start the session (restoring ``resume_from``), run the loop, close the session (bounded: see ``close``)."""
+# Our loop's schedule around the steps, given the chief's summary writer and save (None on other workers).
+ScheduleOf = Callable[[Optional[tf1.summary.FileWriter], Optional[Callable[[int], str]]], StepSchedule]
+
+
+def _run_session(built: TrainGraph, config: TrainConfig, is_chief: bool, open_session: Callable[[], TrainingSession],
+                 schedule: ScheduleOf) -> TrainResult:
+    """Open the session (``open_session``: the chief restores or initialises), run the loop on ``schedule``, close
+    the session (bounded: see ``close``)."""
     with built.graph.as_default():
-        started = start_session(
-            built.session_ops, layout.is_chief, target,
-            layout.session_config(bfloat16=config.precision_options.precision == "bfloat16"),
-            _restore_or_initialise(built, resume_from),
-        )
+        started = open_session()
         built.graph.finalize()
         # Checkpoints' .meta and TensorBoard get the live graph: no dead originals.
         live_graph = live_graph_def(built.graph, built.rewrite_reports)
         built = dataclasses.replace(built, saver=LiveGraphSaver(built.saver, built.graph, live_graph))
-        writer = _summary_writer(live_graph, config.train_dir) if layout.is_chief else None
+        writer = _summary_writer(live_graph, config.train_dir) if is_chief else None
         close_timeout = None
         try:
             if built.input_feed is not None:
                 built.input_feed.initialize(started.session)
             save = functools.partial(atomic_save, built.saver, started.session, config.train_dir,
-                                     max_to_keep=config.max_to_keep) if layout.is_chief else None
-            return _loop(built, started.session, StepSchedule(config, writer, save, print_line, on_step))
+                                     max_to_keep=config.max_to_keep) if is_chief else None
+            return _loop(built, started.session, schedule(writer, save))
         except LOST_TASK_ERRORS:
             close_timeout = LOST_TASK_CLOSE_SECS  # closing would wait for the lost task for ever
             raise
