@@ -31,7 +31,7 @@ from slim_mp.loss_scale import NONFINITE_SUMMARY, TrainingDivergedError, read_di
 from slim_mp.numerics import DATA_SOURCE_OP_TYPES
 from slim_mp.seams.official_loops import OfficialLoop, failed_loop
 from slim_mp.seams.preemption import TerminatedAfterSave
-from slim_mp.seams.step_watch import existing_step_watch, watched_graphs
+from slim_mp.seams.step_watch import StepStage, existing_step_watch, watched_graphs
 from slim_mp.seams.train_dir_guard import DamagedCheckpointError, damaged_checkpoint_error
 from slim_mp.train_dir import TrainDirInUseError
 
@@ -111,8 +111,9 @@ def one_line(error: BaseException, trace: Optional[types.TracebackType]) -> Opti
         return str(error)
     op = _failing_op(error) if isinstance(error, tf.errors.OpError) else None
     watch = existing_step_watch(op.graph) if op is not None else None
+    stage = watch.stage if watch is not None else StepStage()  # where the loop stood, read once
     # slim's loop is on the traceback; a MonitoredTrainingSession only while it was being built (then its hook's).
-    loop = failed_loop(trace) or (watch.loop if watch is not None else None)
+    loop = failed_loop(trace) or stage.loop
     if loop is None:
         return None
     restoring = isinstance(error, RuntimeError) and str(error) == "generator didn't yield" or \
@@ -129,8 +130,7 @@ def one_line(error: BaseException, trace: Optional[types.TracebackType]) -> Opti
         except TrainingDivergedError as diverged:
             return str(diverged)
     if isinstance(error, DATA_ERRORS) and op.type in _READER_OP_TYPES:
-        last_step = None if watch is None or watch.last_values is None else int(watch.last_values["step"])
-        return f"{_named_input_failure(error, op.graph)}; {_what_was_saved(loop, last_step)}."
+        return f"{_named_input_failure(error, op.graph)}; {_what_was_saved(loop, stage.last_step)}."
     return None
 
 

@@ -61,7 +61,7 @@ class StepSchedule:
         self.steps_run += 1
         self.step = int(values["step"])
         if self.on_step is not None:
-            self.on_step(dict(watch.last_values))
+            self.on_step(dict(watch.stage.last_values))
         if self._summary_due:
             self.writer.add_summary(values["summary"], self.step)
             self._last_summary = self._step_started
