@@ -22,7 +22,7 @@ from slim_mp.training import cli
 from slim_mp.training.learning_rate import LearningRateSettings
 from slim_mp.training.loop import train
 from slim_mp.training.optimizers import OptimizerSettings
-from slim_mp.training.scaled_checkpoint import write_scaled_checkpoint
+from slim_mp.train_dir import write_scaled_checkpoint
 from slim_mp.training.train_config import TrainConfig
 
 WEIGHT_FACTOR = 1e4

@@ -7,9 +7,9 @@ order a training run's data flows through it:
   and what they compute natively), ``op_families`` (the op a user built, from the kernel that ran),
   ``config_fields`` (config fields that carry their flag help), ``json_files`` (JSON written whole),
   ``markdown_table`` (the one way reports write tables), ``timing`` (the one clock: interleaved rounds,
-  their noise, paired ratios), ``folder_lock`` (one training process per train dir) and
-  ``checkpoint_check`` (whether a checkpoint reads back whole);
-* ``datasets`` (the batches), ``graph_pass`` (the built graph rewritten to low precision),
+  their noise, paired ratios);
+* ``datasets`` (the batches), ``train_dir`` (the folder a run writes: its lock, atomic checkpoints, the
+  one survey of its checkpoints), ``graph_pass`` (the built graph rewritten to low precision),
   ``loss_scale`` (the gradients scaled and checked), ``numerics`` (value ranges, the first inf/NaN,
   per-layer drift), ``mixed_precision`` (graph pass plus loss scaling in one call);
 * ``distribute`` (clones and clusters), ``seams`` (the safety pieces any training loop takes),
@@ -31,7 +31,8 @@ from slim_mp.graph_pass import (  # noqa: E402
     BFLOAT16_CLASSES, FLOAT16_CLASSES, OpClasses, RewriteOptions, RewriteReport, rewrite,
 )
 from slim_mp.numerics import AuditResult, LayerDiff, audit, layer_diff  # noqa: E402
-from slim_mp.seams import TrainStepHook, reporting_divergence, set_aside_damaged_checkpoints, train_step  # noqa: E402
+from slim_mp.seams import TrainStepHook, reporting_divergence, train_step  # noqa: E402
+from slim_mp.train_dir import set_aside_damaged_checkpoints  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -242,16 +242,16 @@ def _fast_graph_mode_identity() -> None:
     variable_class.__hash__, variable_class.__eq__ = identity_hash, identity_eq
 
 
-def _fast_variable_hash_wanted() -> bool:
-    """``$SLIM_MP_FAST_VARIABLE_HASH``: unset or 1 patches ``tf.Variable`` (the default), 0 leaves it alone.
+def switched_on(variable: str, off_keeps: str) -> bool:
+    """Whether environment ``variable``, a process-wide change's opt-out, leaves the change on: unset or 1 (the
+    default) does, 0 keeps ``off_keeps`` instead.
 
     Raises:
       ValueError: naming the variable when it holds anything else.
     """
-    value = os.environ.get(FAST_VARIABLE_HASH_ENV) or "1"
+    value = os.environ.get(variable) or "1"
     if value not in ("0", "1"):
-        raise ValueError(f"${FAST_VARIABLE_HASH_ENV}={value!r} is neither 0 nor 1; set it to 0 to keep TensorFlow's "
-                         "own tf.Variable hash and equality, or unset it.")
+        raise ValueError(f"${variable}={value!r} is neither 0 nor 1; set it to 0 to keep {off_keeps}, or unset it.")
     return value == "1"
 
 
@@ -260,5 +260,5 @@ def install() -> None:
     _alias_legacy_tf_layers()
     _restore_moved_symbols()
     _replace_assign_from_checkpoint()
-    if _fast_variable_hash_wanted():
+    if switched_on(FAST_VARIABLE_HASH_ENV, "TensorFlow's own tf.Variable hash and equality"):
         _fast_graph_mode_identity()

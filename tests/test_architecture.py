@@ -4,7 +4,7 @@ Ranks (lower layers never import higher ones, nor a different unit of their own 
 
 - 0: ``compat``, ``precision``, ``devices``, ``config_fields``, ``json_files``, ``op_families``,
   ``markdown_table``, ``timing``
-- 1: ``graph_pass``, ``loss_scale``, ``datasets``
+- 1: ``graph_pass``, ``loss_scale``, ``datasets``, ``train_dir`` (the folder a run writes: its lock, its checkpoints)
 - 2: ``numerics``
 - 3: ``mixed_precision`` (the facade), ``distribute``, ``seams`` (a user's loop's step function and
   hooks); the package root ``slim_mp/__init__.py`` is the public surface and may import only the
@@ -17,9 +17,17 @@ Only modules of rank >= 4 may import the package root (``import slim_mp``, ``fro
 name``): below that, importing the root would import the facade, i.e. a higher layer. A module or
 sub-package missing from the table fails, so new code has to be given a rank here.
 
-Sealed units (``SEALED_UNITS``: the graph pass) are imported from outside only as the package
-(``from slim_mp.graph_pass import rewrite``), never by an inner module's path, so moving a module
-inside the pass cannot break a caller.
+Sealed units (``SEALED_UNITS``: the graph pass, the train dir, the training application) are imported from
+outside only as the package (``from slim_mp.graph_pass import rewrite``), never by an inner module's path
+nor by importing an inner module from the package (``from slim_mp.training import loop``), so moving a
+module inside them cannot break a caller.
+
+This docstring's rank list above and the README's "Layout" section name every top-level module and
+sub-package of ``slim_mp`` (``listing_gaps``), so neither map goes stale when one is added.
+
+No string of a library layer (ranks 0-3 and the root; docstrings aside) spells a script's flag
+(``--name``): those layers mark what the user can change with ``config_fields.argument``, and only
+the apps and their command-line runner read it as a flag.
 
 Also: no module is named like a stdlib module, no two modules define a public top-level
 function or class of the same name, every package's ``__init__`` docstring names each of its
@@ -34,6 +42,7 @@ packages that break it, so each check is shown to be able to fail.
 import ast
 import collections
 import os
+import re
 import sys
 from typing import Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
@@ -45,8 +54,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RANKS: Dict[str, int] = {
     "compat": 0, "precision": 0, "devices": 0, "config_fields": 0, "json_files": 0, "op_families": 0,
-    "markdown_table": 0, "timing": 0, "folder_lock": 0, "checkpoint_check": 0,
-    "graph_pass": 1, "loss_scale": 1, "datasets": 1,
+    "markdown_table": 0, "timing": 0,
+    "graph_pass": 1, "loss_scale": 1, "datasets": 1, "train_dir": 1,
     "numerics": 2,
     "mixed_precision": 3, "distribute": 3, "seams": 3,
     "training": 4,
@@ -56,7 +65,11 @@ ROOT_MAY_IMPORT = frozenset({"mixed_precision", "seams"} | {unit for unit, rank 
 MIN_RANK_IMPORTING_ROOT = 4
 MAX_MODULE_LINES = 320
 # Units whose surface is their package: code outside them imports ``slim_mp.<unit>``, never a module inside.
-SEALED_UNITS = frozenset({"graph_pass"})
+SEALED_UNITS = frozenset({"graph_pass", "train_dir", "training"})
+# The library's layers name what a user can change as arguments (``config_fields.argument``), never as a script's
+# flag: only the apps behind the scripts (ranks >= 4) and their command-line runner write ``--name``.
+LIBRARY_LAYERS = frozenset({ROOT} | {unit for unit, rank in RANKS.items() if rank < MIN_RANK_IMPORTING_ROOT})
+_FLAG_LITERAL = re.compile(r"(?<![\w-])--[a-z][a-z0-9_]*(?![\w-])")
 # Top-level packages of this repository that the library must never import.
 FORBIDDEN_TOP_LEVEL = frozenset({"scripts", "tests"})
 
@@ -175,9 +188,24 @@ def _edge_problem(source_unit: str, edge: Edge, package: str) -> Optional[str]:
     return None
 
 
+def _bound_names(package: Module) -> Set[str]:
+    """The names a package's ``__init__`` binds at its top level (imports, definitions, assignments): a
+    ``from package import name`` of one of them gets that object, even where a module has the same name."""
+    bound = set()
+    for node in ast.parse(package.source).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign):
+            bound |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+    return bound
+
+
 def sealed_unit_violations(modules: Dict[str, Module], package: str = PACKAGE) -> List[str]:
     """One line per import, from outside a sealed unit, that names a module inside it (``import`` and
-    ``from`` statements by the module path they name, relative ones resolved; dynamic imports too)."""
+    ``from`` statements by the module path they name, relative ones resolved, and a module imported by
+    name from the package; dynamic imports too)."""
     problems = []
     for module in modules.values():
         source_unit = unit_of(module.name, package)
@@ -185,7 +213,10 @@ def sealed_unit_violations(modules: Dict[str, Module], package: str = PACKAGE) -
             if isinstance(node, ast.Import):
                 named = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                named = [_resolve_relative(module, node.level, node.module) if node.level else node.module or ""]
+                base = _resolve_relative(module, node.level, node.module) if node.level else node.module or ""
+                bound = _bound_names(modules[base]) if base in modules else set()
+                named = [base] + [f"{base}.{alias.name}" for alias in node.names
+                                  if f"{base}.{alias.name}" in modules and alias.name not in bound]
             elif isinstance(node, ast.Call) and _is_dynamic_import(node):
                 named = [node.args[0].value]
             else:
@@ -231,6 +262,69 @@ def unmapped_modules(modules: Dict[str, Module]) -> List[str]:
             if f"``{short}``" not in docstring:
                 missing.append(f"{package}: ``{short}``")
     return missing
+
+
+def top_level_units(modules: Dict[str, Module], package: str = PACKAGE) -> Set[str]:
+    """The top-level modules and sub-packages of ``package`` (``compat``, ``graph_pass``, ...), the root excluded."""
+    return {unit_of(name, package) for name in modules} - {ROOT}
+
+
+def readme_layout_units(readme: str, package: str = PACKAGE) -> Set[str]:
+    """What the README's "Layout" block lists directly under ``package/``: ``name.py`` and ``name/`` entries that
+    start a line indented by two spaces or follow a `` · `` on it (``__init__.py`` is the root)."""
+    block = readme.split("## Layout", 1)[1].split("```")[1]
+    lines = block.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.strip() == f"{package}/")
+    listed = set()
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        if line.startswith("   "):
+            continue
+        for entry in line.split("·"):
+            match = re.match(r"\s*(\w+)(?:\.py|/)(?:\s|$)", entry)
+            if match and match.group(1) != "__init__":
+                listed.add(match.group(1))
+    return listed
+
+
+def docstring_rank_units(docstring: str) -> Set[str]:
+    """The units the "Ranks" list of this module's docstring names (````name```` in its ``- N:`` items)."""
+    ranks = docstring.split("Ranks", 1)[1].split("\n\n", 2)[1]
+    return {name for name in re.findall(r"``(\w+)``", ranks)}
+
+
+def listing_gaps(units: Set[str], listed: Set[str], where: str) -> List[str]:
+    """One line per unit ``where`` leaves out, and per name it lists that is no unit."""
+    return ([f"{where} does not list {unit}" for unit in sorted(units - listed)]
+            + [f"{where} lists {name}, which is no top-level module or sub-package" for name in sorted(listed - units)])
+
+
+def _docstring_nodes(tree: ast.AST) -> Set[int]:
+    """The ids of the string constants that are docstrings (of the module, a class or a function)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+                    isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def flag_literals(modules: Dict[str, Module], package: str = PACKAGE) -> List[str]:
+    """``module:line --flag`` for each string literal (f-string parts included, docstrings aside) of a library
+    layer (``LIBRARY_LAYERS``) that spells a script's flag; ``--no-deps`` and the like (a hyphen) are other tools'."""
+    found = []
+    for module in modules.values():
+        if unit_of(module.name, package) not in LIBRARY_LAYERS:
+            continue
+        tree = ast.parse(module.source, filename=module.name)
+        docstrings = _docstring_nodes(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found += [f"{module.name}:{node.lineno} {flag}" for flag in _FLAG_LITERAL.findall(node.value)]
+    return sorted(found)
 
 
 def import_circles(modules: Dict[str, Module]) -> List[List[str]]:
@@ -330,6 +424,22 @@ def test_every_package_docstring_names_its_modules(package_modules):
     assert not missing, "name these in the package's __init__ docstring:\n" + "\n".join(missing)
 
 
+def test_the_readme_layout_and_the_rank_list_name_every_top_level_unit(package_modules):
+    units = top_level_units(package_modules)
+    with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    gaps = (listing_gaps(units, readme_layout_units(readme), "README.md's Layout")
+            + listing_gaps(units, docstring_rank_units(__doc__), "tests/test_architecture.py's rank list")
+            + listing_gaps(units, set(RANKS), "RANKS"))
+    assert not gaps, "\n".join(gaps)
+
+
+def test_the_library_layers_name_arguments_never_flags(package_modules):
+    literals = flag_literals(package_modules)
+    assert not literals, "name these with config_fields.argument (the scripts' runner reads them as flags):\n" + \
+        "\n".join(literals)
+
+
 def test_no_import_circle(package_modules):
     circles = import_circles(package_modules)
     assert not circles, "\n".join(" <-> ".join(circle) for circle in circles)
@@ -359,7 +469,7 @@ BASE_FILES = {
     "compat": "import importlib\n",
     "precision": "",
     "mixed_precision": "from slim_mp.graph_pass import rewrite\nfrom slim_mp.loss_scale import optimizer\n",
-    "graph_pass/__init__": "",
+    "graph_pass/__init__": "from slim_mp.graph_pass.rewrite import rewrite\n",
     "graph_pass/rewrite": "from . import paint\nfrom ..precision import resolve\n",
     "graph_pass/paint": "",
     "loss_scale/__init__": "",
@@ -371,7 +481,7 @@ BASE_FILES = {
         "import slim_mp\nfrom slim_mp.distribute import clones\nfrom slim_mp import enable_mixed_precision\n"
     ),
     "measure/__init__": "",
-    "measure/parity": "from slim_mp.training import loop\n",
+    "measure/parity": "from slim_mp.training import train\n",
 }
 
 
@@ -411,13 +521,17 @@ def test_a_bad_import_is_reported(path, source, expected):
     ("measure/parity", "import slim_mp.graph_pass.paint\n"),
     ("measure/parity", "from ..graph_pass.placement import PlacementOptions\n"),
     ("training/loop", "importlib.import_module('slim_mp.graph_pass.rewrite')\n"),
+    ("measure/parity", "from slim_mp.training.loop import train\n"),
+    ("measure/parity", "from slim_mp.training import loop\n"),
+    ("export/__init__", "from ..training import loop\n"),
 ])
 def test_an_import_of_a_sealed_units_inner_module_is_reported(path, source):
     files = dict(BASE_FILES)
     assert sealed_unit_violations(synthetic(files)) == [], "the package itself may be imported"
     files[path] = files.get(path, "") + source
     (problem,) = sealed_unit_violations(synthetic(files))
-    assert "import slim_mp.graph_pass (its package), not a module inside it" in problem
+    unit = "training" if "training" in source else "graph_pass"
+    assert f"import slim_mp.{unit} (its package), not a module inside it" in problem
 
 
 def test_relative_imports_resolve_against_the_package():
@@ -468,3 +582,39 @@ def test_an_import_circle_is_reported_even_behind_type_checking():
 def test_a_long_module_is_reported():
     modules = synthetic({"compat": "x = 1\n" * 4, "precision": "x = 1\n" * 3})
     assert long_modules(modules, limit=3) == ["slim_mp.compat (4 lines)"]
+
+
+README_LAYOUT = """
+## Layout
+
+```
+slim_mp/
+  __init__.py        public API
+  compat.py          fixes ·  precision.py  precision names
+  graph_pass/        the rewrite: report/ and paint
+    placement/       the measured placement
+  loss_scale/        managers
+nets/                the zoo
+```
+"""
+
+
+def test_a_unit_missing_from_the_readme_layout_or_the_rank_list_is_reported():
+    units = {"compat", "precision", "graph_pass", "loss_scale", "datasets"}
+    assert readme_layout_units(README_LAYOUT) == {"compat", "precision", "graph_pass", "loss_scale"}
+    assert listing_gaps(units, readme_layout_units(README_LAYOUT), "README") == ["README does not list datasets"]
+    ranks = "Ranks (intro):\n\n- 0: ``compat``, ``precision``\n- 1: ``graph_pass``, ``helpers``\n\nOnly ``loss_scale``"
+    assert docstring_rank_units(ranks) == {"compat", "precision", "graph_pass", "helpers"}
+    assert listing_gaps(units, docstring_rank_units(ranks), "ranks") == [
+        "ranks does not list datasets", "ranks does not list loss_scale",
+        "ranks lists helpers, which is no top-level module or sub-package"]
+
+
+def test_a_flag_spelt_in_a_library_layer_is_reported():
+    modules = synthetic({
+        "datasets/factory": ('"""Docstrings may say --dataset_dir."""\n'
+                             'def f(d):\n    """Nor here: --x."""\n    raise ValueError(f"--dataset_dir={d} is bad")\n'
+                             'PIP = "pip install --no-deps tf-keras"\n'),
+        "training/cli": 'FLAG = "--train_dir"\n',
+    })
+    assert flag_literals(modules) == ["slim_mp.datasets.factory:4 --dataset_dir"]

@@ -2,7 +2,8 @@
 
 import pickle
 
-from slim_mp.config_fields import ArgumentError, argument, command_line_message
+from slim_mp.config_fields import (ArgumentError, ArgumentText, argument, as_flag, command_line_message,
+                                  command_line_text, marked_message)
 
 
 def test_an_argument_error_names_arguments_to_a_caller_and_flags_to_a_command_line():
@@ -23,3 +24,23 @@ def test_other_errors_read_the_same_everywhere_and_a_pickled_argument_error_keep
     copy = pickle.loads(pickle.dumps(ArgumentError(f"{argument('num_clones')}=0 must be positive")))
     assert str(copy) == "num_clones=0 must be positive"
     assert command_line_message(copy) == "--num_clones=0 must be positive"
+
+
+def test_an_argument_a_caller_reads_otherwise_and_a_flag_of_another_name():
+    error = ArgumentError(f"lower {argument('learning_rate', reads='the optimizer learning rate')}; see "
+                          f"{argument('debug_nonfinite', reads='debug_nonfinite=True')}")
+    assert str(error) == "lower the optimizer learning rate; see debug_nonfinite=True"
+    assert command_line_message(error, {"debug_nonfinite": "mp_debug_nonfinite"}) == (
+        "lower --learning_rate; see --mp_debug_nonfinite")
+    assert error.arguments == ("learning_rate", "debug_nonfinite")
+
+
+def test_a_quoted_argument_error_keeps_its_arguments_and_a_log_line_names_them_too():
+    inner = ArgumentError(f"{argument('dataset_dir')}=/data is empty")
+    outer = ArgumentError(f"{marked_message(inner)}; saved model.ckpt-3")
+    assert command_line_message(outer) == "--dataset_dir=/data is empty; saved model.ckpt-3"
+    assert marked_message(ValueError("plain")) == "plain"
+    line = ArgumentText(f"{argument('train_dir')}=runs/a: taking over the lock")
+    assert str(line) == "train_dir=runs/a: taking over the lock"
+    assert command_line_text(line) == "--train_dir=runs/a: taking over the lock"
+    assert command_line_text(3) == 3 and as_flag("task") == "--task"

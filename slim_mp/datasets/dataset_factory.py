@@ -5,6 +5,9 @@ write; ``image_folder`` reads what ``scripts/convert_image_folder.py``
 writes; ``fashion_mnist`` needs no files at all (the package bundles a
 10k / 2k subset) but reads the original IDX files when given a folder;
 ``fashion_mnist_full`` reads them from the Debian package ``dataset-fashion-mnist``.
+
+Bad arguments are ``ArgumentError``s naming ``dataset_name``, ``dataset_split_name`` or
+``dataset_dir`` (a script's flags of the same names).
 """
 
 import contextlib
@@ -17,6 +20,7 @@ from typing import Callable, ContextManager, Mapping, Optional
 import numpy as np
 import tensorflow as tf
 
+from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.datasets import fashion_mnist, fashion_mnist_full, labels_file, tfrecord_reader
 from slim_mp.datasets import image_folder_metadata as metadata
 from slim_mp.datasets.label_checks import check_array_labels
@@ -64,26 +68,28 @@ class DatasetSpec:
 
 def _check_split(name: str, split_name: str, split_names: list[str]) -> None:
     if split_name not in split_names:
-        raise ValueError(
+        raise ArgumentError(
             f"dataset '{name}' has no split '{split_name}'; "
-            f"set --dataset_split_name to one of {', '.join(split_names)}."
+            f"set {argument('dataset_split_name')} to one of {', '.join(split_names)}."
         )
 
 
 def _check_dataset_dir(name: str, dataset_dir: Optional[str]) -> str:
     if not dataset_dir:
-        raise ValueError(f"dataset '{name}' is read from files; set --dataset_dir to the folder its converter wrote.")
+        raise ArgumentError(f"dataset '{name}' is read from files; set {argument('dataset_dir')} to the folder its "
+                            "converter wrote.")
     if not os.path.isdir(dataset_dir):
-        raise ValueError(f"--dataset_dir={dataset_dir} is not an existing folder; fix --dataset_dir for '{name}'.")
+        raise ArgumentError(f"{argument('dataset_dir')}={dataset_dir} is not an existing folder; fix "
+                            f"{argument('dataset_dir')} for '{name}'.")
     return dataset_dir
 
 
 def _find_files(name: str, dataset_dir: str, pattern: str, converter: str) -> tuple[str, ...]:
     files = tuple(sorted(glob.glob(os.path.join(dataset_dir, pattern))))
     if not files:
-        raise ValueError(
-            f"no files match {os.path.join(dataset_dir, pattern)} in --dataset_dir={dataset_dir}; "
-            f"run {converter} or fix --dataset_dir."
+        raise ArgumentError(
+            f"no files match {os.path.join(dataset_dir, pattern)} in {argument('dataset_dir')}={dataset_dir}; "
+            f"run {converter} or fix {argument('dataset_dir')}."
         )
     return files
 
@@ -128,8 +134,8 @@ def _image_folder(split_name: str, dataset_dir: Optional[str]) -> DatasetSpec:
     converter = "scripts/convert_image_folder.py"
     files = _find_files(IMAGE_FOLDER, dataset_dir, split.file_pattern, converter)
     if len(files) != split.num_shards:
-        raise ValueError(
-            f"--dataset_dir={dataset_dir} holds {len(files)} files matching {split.file_pattern} but its "
+        raise ArgumentError(
+            f"{argument('dataset_dir')}={dataset_dir} holds {len(files)} files matching {split.file_pattern} but its "
             f"{metadata.METADATA_FILENAME} lists {split.num_shards}; run {converter} again into a new folder."
         )
     _check_record_counts(files, split, converter)
@@ -173,19 +179,20 @@ def _fashion_mnist(name: str, split_name: str, dataset_dir: Optional[str]) -> Da
     )
 
 
-def get_dataset(name: str, split_name: str, dataset_dir: Optional[str] = None) -> DatasetSpec:
-    """Return the ``DatasetSpec`` of split ``split_name`` of data set ``name``.
+def get_dataset(dataset_name: str, dataset_split_name: str, dataset_dir: Optional[str] = None) -> DatasetSpec:
+    """Return the ``DatasetSpec`` of split ``dataset_split_name`` of data set ``dataset_name``.
 
     ``dataset_dir`` is required except for ``fashion_mnist``, whose bundled
-    subset is used when it is None. Raises ValueError (naming the flag to fix)
+    subset is used when it is None. Raises ``ArgumentError`` (naming the argument to fix)
     for unknown names, unknown splits and missing files.
     """
-    if not isinstance(name, str) or not isinstance(split_name, str):
+    if not isinstance(dataset_name, str) or not isinstance(dataset_split_name, str):
         raise TypeError("dataset name and split name must be strings; pass e.g. get_dataset('cifar10', 'train', dir).")
-    if name in OFFICIAL_DATASETS:
-        return _official(name, split_name, dataset_dir)
-    if name == IMAGE_FOLDER:
-        return _image_folder(split_name, dataset_dir)
-    if name in FASHION_MNIST_NAMES:
-        return _fashion_mnist(name, split_name, dataset_dir)
-    raise ValueError(f"unknown dataset '{name}' for --dataset_name; choose one of {', '.join(DATASET_NAMES)}.")
+    if dataset_name in OFFICIAL_DATASETS:
+        return _official(dataset_name, dataset_split_name, dataset_dir)
+    if dataset_name == IMAGE_FOLDER:
+        return _image_folder(dataset_split_name, dataset_dir)
+    if dataset_name in FASHION_MNIST_NAMES:
+        return _fashion_mnist(dataset_name, dataset_split_name, dataset_dir)
+    raise ArgumentError(f"unknown dataset '{dataset_name}' for {argument('dataset_name')}; choose one of "
+                        f"{', '.join(DATASET_NAMES)}.")

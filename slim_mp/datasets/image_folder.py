@@ -24,6 +24,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.datasets import image_folder_metadata as metadata
 from slim_mp.datasets import labels_file, tfrecord_format
 from slim_mp.json_files import current_umask
@@ -84,20 +85,22 @@ class _ImageProbe:
 def list_classes(input_dir: str) -> list[str]:
     """Return the class sub-folder names of ``input_dir``, sorted; ValueError unless there are at least two."""
     if not os.path.isdir(input_dir):
-        raise ValueError(
-            f"--input_dir={input_dir} is not a folder; pass the folder that holds one sub-folder per class."
+        raise ArgumentError(
+            f"{argument('input_dir')}={input_dir} is not a folder; pass the folder that holds one sub-folder per class."
         )
     classes = sorted(
         name for name in os.listdir(input_dir)
         if not name.startswith(".") and os.path.isdir(os.path.join(input_dir, name))
     )
     if not classes:
-        raise ValueError(
-            f"--input_dir={input_dir} has no class sub-folders; put each class's images in its own sub-folder."
+        raise ArgumentError(
+            f"{argument('input_dir')}={input_dir} has no class sub-folders; put each class's images in its own "
+            "sub-folder."
         )
     if len(classes) == 1:
-        raise ValueError(
-            f"--input_dir={input_dir} has a single class sub-folder ('{classes[0]}'); a classifier needs at least two."
+        raise ArgumentError(
+            f"{argument('input_dir')}={input_dir} has a single class sub-folder ('{classes[0]}'); a classifier needs "
+            "at least two."
         )
     return classes
 
@@ -240,11 +243,14 @@ def _common_size(entries: list[ImageEntry]) -> Optional[list[int]]:
 def _check_arguments(output_dir: str, validation_fraction: float, num_shards: Optional[int]) -> None:
     """Reject bad arguments before any work is done."""
     if not 0.0 <= validation_fraction < 1.0:
-        raise ValueError(f"--validation_fraction={validation_fraction} is outside [0, 1); pass e.g. 0.2.")
+        raise ArgumentError(f"{argument('validation_fraction')}={validation_fraction} is outside [0, 1); pass e.g. "
+                            "0.2.")
     if num_shards is not None and num_shards < 1:
-        raise ValueError(f"--num_shards={num_shards} must be at least 1; omit it to choose automatically.")
+        raise ArgumentError(f"{argument('num_shards')}={num_shards} must be at least 1; omit it to choose "
+                            "automatically.")
     if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
-        raise ValueError(f"--output_dir={output_dir} exists and is not an empty folder; choose a new folder.")
+        raise ArgumentError(f"{argument('output_dir')}={output_dir} exists and is not an empty folder; choose a new "
+                            "folder.")
 
 
 def _publish(staging_dir: str, output_dir: str) -> None:

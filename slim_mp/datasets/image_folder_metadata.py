@@ -9,6 +9,7 @@ import dataclasses
 import os
 from typing import Optional
 
+from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.json_files import JsonFileError, ListOf, MappingOf, read_json_file, write_json_atomically
 
 METADATA_FILENAME = "dataset_info.json"
@@ -81,9 +82,9 @@ def read_info(directory: str) -> FolderDatasetInfo:
     try:
         content = read_json_file(path, _SCHEMA)
     except FileNotFoundError:
-        raise ValueError(
-            f"--dataset_dir={directory} has no {METADATA_FILENAME}, so it is not a finished image-folder "
-            "conversion; run scripts/convert_image_folder.py into it or fix --dataset_dir."
+        raise ArgumentError(
+            f"{argument('dataset_dir')}={directory} has no {METADATA_FILENAME}, so it is not a finished image-folder "
+            f"conversion; run scripts/convert_image_folder.py into it or fix {argument('dataset_dir')}."
         ) from None
     except JsonFileError as error:
         raise ValueError(f"{path} is not a valid image-folder metadata file ({error.problem}); {rerun}.") from None

@@ -11,6 +11,8 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
+from slim_mp.config_fields import ArgumentError, argument
+
 # The first words of the assertion message, which the read-error handler recognises.
 LABEL_OUT_OF_RANGE = "a label is outside the classes of the data set"
 
@@ -19,16 +21,17 @@ def label_problem(where: str, label: int, num_classes: int, dataset_name: str) -
     """The error message for ``label`` found at ``where`` in a data set of ``num_classes`` classes."""
     return (
         f"{where} has label {label}, outside the {num_classes} classes (0 to {num_classes - 1}) of dataset "
-        f"'{dataset_name}'; fix or drop that record (convert the data again), or check --dataset_name."
+        f"'{dataset_name}'; fix or drop that record (convert the data again), or check {argument('dataset_name')}."
     )
 
 
 def check_array_labels(labels: np.ndarray, num_classes: int, source: str, dataset_name: str) -> None:
-    """Raise ValueError naming the first example of in-memory ``labels`` (read from ``source``) out of range."""
+    """Raise ``ArgumentError`` naming the first example of in-memory ``labels`` (read from ``source``) out of range."""
     bad = np.flatnonzero((labels < 0) | (labels >= num_classes))
     if bad.size:
         index = int(bad[0])
-        raise ValueError(label_problem(f"example {index} of {source}", int(labels[index]), num_classes, dataset_name))
+        raise ArgumentError(label_problem(f"example {index} of {source}", int(labels[index]), num_classes,
+                                          dataset_name))
 
 
 def checked_labels(dataset: tf.data.Dataset, num_classes: int) -> tf.data.Dataset:

@@ -17,6 +17,7 @@ from typing import Iterator, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.datasets import tfrecord_format
 from slim_mp.datasets.label_checks import LABEL_OUT_OF_RANGE, checked_labels, label_problem
 
@@ -32,7 +33,7 @@ _WRONG_SHAPE = re.compile(r"(\[[\d,]+\]) is not compatible with expected shape (
 _UNDECODABLE = ("Unknown image file format", "Invalid PNG data", "Invalid JPEG data")
 
 
-class InputDataError(ValueError):
+class InputDataError(ArgumentError):
     """The input data failed while the run read it: a damaged, truncated, removed or unreadable file, or a record
     the model cannot take. The message is one sentence naming the file (``path``; None when no single file is at
     fault) and the fix."""
@@ -202,7 +203,8 @@ def named_read_errors(files: Sequence[str], dataset_name: str, num_classes: Opti
         if wrong_shape:
             raise InputDataError(
                 f"dataset '{dataset_name}' holds an image of shape {wrong_shape.group(1)} where "
-                f"{wrong_shape.group(2)} is expected; check that --dataset_name matches the files in --dataset_dir."
+                f"{wrong_shape.group(2)} is expected; check that {argument('dataset_name')} matches the files in "
+                f"{argument('dataset_dir')}."
             ) from error
         if any(marker in error.message for marker in _UNDECODABLE):
             raise InputDataError(

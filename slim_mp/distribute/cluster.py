@@ -255,10 +255,10 @@ class ParameterServerConfig:
         (), "Comma-separated host:port of the parameter servers (this worker then starts its own server)."
     )
     worker_hosts: Tuple[str, ...] = option((), "Comma-separated host:port of the workers, task 0 first.")
-    task: int = option(0, "Index of this parameter server in --ps_hosts.")
+    task: int = option(0, f"Index of this parameter server in {argument('ps_hosts')}.")
     num_ps_tasks: int = option(
-        0, "Number of parameter servers; under Slurm (srun, no --ps_hosts) the first this many tasks of the step "
-        "are the parameter servers. Elsewhere --ps_hosts counts them."
+        0, f"Number of parameter servers; under Slurm (srun, no {argument('ps_hosts')}) the first this many tasks of "
+        f"the step are the parameter servers. Elsewhere {argument('ps_hosts')} counts them."
     )
 
 

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from slim_mp.config_fields import ArgumentError, argument
+from slim_mp.config_fields import ArgumentError, argument, as_flag
 from slim_mp.distribute.cluster_environment import TF_CONFIG
 
 LOOPBACK = "127.0.0.1"
@@ -104,10 +104,11 @@ class LocalCluster:
     def _cluster_flags(self, job: str, task: int) -> List[str]:
         if self._tf_config:
             return []
-        flags = [f"--ps_hosts={','.join(self.ps_hosts)}", f"--worker_hosts={','.join(self.worker_hosts)}",
-                 f"--task={task}"]
+        flags = [f"{as_flag('ps_hosts')}={','.join(self.ps_hosts)}",
+                 f"{as_flag('worker_hosts')}={','.join(self.worker_hosts)}", f"{as_flag('task')}={task}"]
         if job == "worker":
-            flags += [f"--num_ps_tasks={len(self.ps_hosts)}", f"--worker_replicas={len(self.worker_hosts)}"]
+            flags += [f"{as_flag('num_ps_tasks')}={len(self.ps_hosts)}",
+                      f"{as_flag('worker_replicas')}={len(self.worker_hosts)}"]
         return flags
 
     def _task_env(self, job: str, task: int) -> Dict[str, str]:

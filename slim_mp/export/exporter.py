@@ -13,8 +13,9 @@ from slim_mp.export.saved_model import check_new_folder, write_saved_model
 from slim_mp.export.tflite_model import (
     INT8, calibration_images, check_tflite_config, convert_to_tflite, stored_as, tflite_precision, write_tflite_model,
 )
+from slim_mp.train_dir import resolve_checkpoint
 from slim_mp.training import (
-    PrecisionOptions, is_tflite_path, live_graph_def, resolve_checkpoint, write_rewrite_reports,
+    PrecisionOptions, StepSettings, is_tflite_path, live_graph_def, out_of_memory_named, write_rewrite_reports,
 )
 
 _SERVED = "input 'input', outputs 'logits', 'probabilities', 'classes'"
@@ -40,13 +41,19 @@ def export_model(config: ExportConfig, print_line: Callable[[str], None] = print
         unwritable output, an option the output cannot honour, or the ops TensorFlow Lite lacks.
     """
     check_export_config(config)
-    if is_tflite_path(config.output_file):
-        return export_tflite(config, print_line)
+    export = export_tflite if is_tflite_path(config.output_file) else _export
+    with out_of_memory_named(StepSettings(config.model_name, config.batch_size, config.precision_options.precision,
+                                          config.image_size, "image_size")):
+        return export(config, print_line)
+
+
+def _export(config: ExportConfig, print_line: Callable[[str], None]) -> ExportResult:
+    """``export_model`` once the config is checked."""
     checkpoint = resolve_checkpoint(config.checkpoint_path) if config.checkpoint_path else None
     if config.output_file:
-        check_writable_file(config.output_file, "--output_file")
+        check_writable_file(config.output_file, "output_file")
     if config.saved_model_dir:
-        check_new_folder(config.saved_model_dir, "--saved_model_dir")
+        check_new_folder(config.saved_model_dir, "saved_model_dir")
     built = build_inference_graph(config)
     if built.report is not None:
         logging.info("%s", built.report.summary())
@@ -78,7 +85,7 @@ def export_tflite(config: ExportConfig, print_line: Callable[[str], None] = prin
     """
     check_tflite_config(config)
     checkpoint = resolve_checkpoint(config.checkpoint_path)
-    check_writable_file(config.output_file, "--output_file")
+    check_writable_file(config.output_file, "output_file")
     built = build_inference_graph(dataclasses.replace(config, precision_options=PrecisionOptions()))  # float32
     graph_def = freeze_graph(built, checkpoint, config.model_name)
     calibration = calibration_images(config, built) if tflite_precision(config) == INT8 else None

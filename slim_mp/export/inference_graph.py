@@ -21,7 +21,7 @@ from absl import logging
 from nets import nets_factory
 from nets.preprocessing import preprocessing_factory
 from slim_mp.datasets import OFFICIAL_DATASETS, get_dataset
-from slim_mp.config_fields import option
+from slim_mp.config_fields import ArgumentError, argument, option
 from slim_mp.export.low_precision_weights import fold_weight_casts
 from slim_mp.graph_pass import MeasuringTarget, RewriteReport, rewrite
 from slim_mp.training import (
@@ -175,7 +175,7 @@ def build_inference_graph(config: ExportConfig) -> InferenceGraph:
         network_fn = nets_factory.get_network_fn(
             config.model_name, num_classes=num_classes, is_training=config.is_training
         )
-        size = input_size(config.image_size, network_fn, "--image_size")
+        size = input_size(config.image_size, network_fn, "image_size")
         channels = _input_channels(config, data_channels)
         frames = [config.num_frames] if config.is_video_model else []
         images = tf1.placeholder(tf.float32, [config.batch_size, *frames, size, size, channels], name=INPUT_NAME)
@@ -219,8 +219,9 @@ def freeze_graph(built: InferenceGraph, checkpoint: str, model_name: str) -> tf1
     return reachable_graph_def(fold_weight_casts(frozen), OUTPUT_NAMES)
 
 
-def check_writable_file(path: str, flag: str) -> None:
-    """Create ``path``'s folder if needed and check a file can be written there; ValueError naming ``flag``."""
+def check_writable_file(path: str, argument_name: str) -> None:
+    """Create ``path``'s folder if needed and check a file can be written there; ``ArgumentError`` naming the
+    argument ``argument_name``."""
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
@@ -230,8 +231,8 @@ def check_writable_file(path: str, flag: str) -> None:
         os.remove(probe)
     except OSError as error:
         reason = error.strerror or type(error).__name__
-        raise ValueError(f"{flag}={path} cannot be written ({reason}); pass a path in a folder you can write to.") \
-            from error
+        raise ArgumentError(f"{argument(argument_name)}={path} cannot be written ({reason}); pass a path in a folder "
+                            "you can write to.") from error
 
 
 def write_graph_def(graph_def: tf1.GraphDef, path: str, as_text: bool) -> None:

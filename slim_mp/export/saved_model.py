@@ -11,6 +11,7 @@ import shutil
 
 import tensorflow as tf
 
+from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.export.inference_graph import INPUT_NAME, OUTPUT_NAMES
 
 tf1 = tf.compat.v1
@@ -19,19 +20,21 @@ SIGNATURE_KEY = "serving_default"
 SIGNATURE_INPUT = "images"
 
 
-def check_new_folder(path: str, flag: str) -> None:
-    """ValueError naming ``flag`` unless ``path`` does not exist yet and its parent folder is writable."""
+def check_new_folder(path: str, argument_name: str) -> None:
+    """``ArgumentError`` naming the argument ``argument_name`` unless ``path`` does not exist yet and its parent
+    folder is writable."""
+    named = f"{argument(argument_name)}={path}"
     if os.path.exists(path):
-        raise ValueError(f"{flag}={path} already exists; pass a new folder (a SavedModel is never overwritten).")
+        raise ArgumentError(f"{named} already exists; pass a new folder (a SavedModel is never overwritten).")
     parent = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as error:
-        raise ValueError(f"{flag}={path} cannot be created ({error.strerror}); pass a folder you can write to.") \
+        raise ArgumentError(f"{named} cannot be created ({error.strerror}); pass a folder you can write to.") \
             from error
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{flag}={path} cannot be created (no write permission in {parent}); "
-                         "pass a folder you can write to.")
+        raise ArgumentError(f"{named} cannot be created (no write permission in {parent}); "
+                            "pass a folder you can write to.")
 
 
 def write_saved_model(graph_def: tf1.GraphDef, export_dir: str) -> None:

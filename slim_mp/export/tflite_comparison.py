@@ -23,10 +23,8 @@ from slim_mp.datasets import get_dataset
 from slim_mp.export.exporter import export_model
 from slim_mp.export.inference_graph import DEFAULT_CALIBRATION_SAMPLES, ExportConfig, read_graph_def
 from slim_mp.markdown_table import markdown_table
-from slim_mp.training import INPUT_NAME, PrecisionOptions
-from slim_mp.training.input_pipeline import InputOptions, make_dataset
-from slim_mp.training.model_setup import network_and_preprocessing
-from slim_mp.training.tflite_interpreter import load_tflite_model
+from slim_mp.training import (INPUT_NAME, InputOptions, PrecisionOptions, load_tflite_model, make_dataset,
+                              network_and_preprocessing)
 
 tf1 = tf.compat.v1
 
@@ -117,14 +115,14 @@ def compare_tflite(config: ComparisonConfig) -> List[ComparedModel]:
     export_model(dataclasses.replace(float32, output_file=paths["float16"],
                                      precision_options=PrecisionOptions("float16")), quiet)
     export_model(dataclasses.replace(float32, output_file=paths["int8"], quantize=True), quiet)
-    model = load_tflite_model(paths["float32"], "--output_file")
+    model = load_tflite_model(paths["float32"], "output_file")
     split = _split_images(float32, config.dataset_split_name, model.input_shape[1])
     reference = _frozen_classes(frozen, split["images"])
     float32_bytes = os.path.getsize(paths["float32"])
     rows = [_row(config.model_name, "frozen float32 graph", frozen, float32_bytes, reference, reference,
                  split["labels"])]
     for kind in KINDS:
-        classes = load_tflite_model(paths[kind], "--output_file").outputs(split["images"])["classes"]
+        classes = load_tflite_model(paths[kind], "output_file").outputs(split["images"])["classes"]
         rows.append(_row(config.model_name, kind, paths[kind], float32_bytes, classes, reference, split["labels"]))
     return rows
 

@@ -34,9 +34,8 @@ import tensorflow as tf
 
 from slim_mp.datasets import get_dataset
 from slim_mp.export.inference_graph import ExportConfig, InferenceGraph, write_graph_def
-from slim_mp.training import INPUT_NAME, OUTPUT_NAMES
-from slim_mp.training.input_pipeline import SHUFFLE_BUFFER_IMAGES, InputOptions, make_dataset
-from slim_mp.training.model_setup import network_and_preprocessing
+from slim_mp.training import (INPUT_NAME, OUTPUT_NAMES, SHUFFLE_BUFFER_IMAGES, InputOptions, make_dataset,
+                              network_and_preprocessing)
 
 tf1 = tf.compat.v1
 

@@ -13,9 +13,8 @@ It imports nothing from the graph pass, training, distribution or measurement. T
 packages use are exported here; code outside ``loss_scale`` imports them from ``slim_mp.loss_scale``.
 """
 
-from slim_mp.loss_scale.divergence import (LIBRARY_ARGUMENTS, LOSS_CHECK, LOSS_SCALE_GUARD, NONFINITE_LOSS,
-                                           NONFINITE_SUMMARY, ArgumentNames, Divergence, TrainingDivergedError,
-                                           loss_check, read_divergence, with_diagnosis)
+from slim_mp.loss_scale.divergence import (LOSS_CHECK, LOSS_SCALE_GUARD, NONFINITE_LOSS, NONFINITE_SUMMARY, Divergence,
+                                           TrainingDivergedError, loss_check, read_divergence, with_diagnosis)
 from slim_mp.loss_scale.finite_check import Gradient, GradsAndVars, gradient_values
 from slim_mp.loss_scale.managers import (LOSS_SCALE_STATE_NAMES, ExponentialUpdateLossScaleManager,
                                          FixedLossScaleManager, LossScaleManager, NoLossScaling)
@@ -25,11 +24,10 @@ from slim_mp.loss_scale.policy import (DYNAMIC, DynamicLossScale, LossScaleLike,
 from slim_mp.loss_scale.slot_init import unfolded_slot_initializers
 
 __all__ = [
-    "LIBRARY_ARGUMENTS", "LOSS_CHECK", "LOSS_SCALE_GUARD", "NONFINITE_LOSS", "NONFINITE_SUMMARY", "ArgumentNames",
-    "Divergence", "TrainingDivergedError", "loss_check", "read_divergence",
-    "with_diagnosis", "LOSS_SCALE_STATE_NAMES", "ExponentialUpdateLossScaleManager", "FixedLossScaleManager",
-    "LossScaleManager", "NoLossScaling", "Gradient", "GradsAndVars", "gradient_values", "LossScaleOptimizer",
-    "LOSS_SCALE_COLLECTION", "SKIPPED_STEPS_COLLECTION",
-    "DYNAMIC", "DynamicLossScale", "LossScaleLike", "from_tensorflow_loss_scale", "make_loss_scale_manager",
-    "parse_loss_scale", "unfolded_slot_initializers",
+    "LOSS_CHECK", "LOSS_SCALE_GUARD", "NONFINITE_LOSS", "NONFINITE_SUMMARY", "Divergence", "TrainingDivergedError",
+    "loss_check", "read_divergence", "with_diagnosis", "LOSS_SCALE_STATE_NAMES", "ExponentialUpdateLossScaleManager",
+    "FixedLossScaleManager", "LossScaleManager", "NoLossScaling", "Gradient", "GradsAndVars", "gradient_values",
+    "LossScaleOptimizer", "LOSS_SCALE_COLLECTION", "SKIPPED_STEPS_COLLECTION", "DYNAMIC", "DynamicLossScale",
+    "LossScaleLike", "from_tensorflow_loss_scale", "make_loss_scale_manager", "parse_loss_scale",
+    "unfolded_slot_initializers",
 ]

@@ -16,9 +16,9 @@ messages are the contract. They are all written and read here, nowhere else:
   first inf/NaN came from.
 
 ``read_divergence`` turns such an error into a ``Divergence``; a training loop raises it as a
-``TrainingDivergedError`` with the step and the loss scale. Its sentence names what the user can
-change by the library's arguments (``LIBRARY_ARGUMENTS``); a script names its own flags instead
-(``TrainingDivergedError.naming``).
+``TrainingDivergedError`` with the step and the loss scale. It is an ``ArgumentError``: its sentence
+names what the user can change (``LEARNING_RATE``, ``DEBUG_NONFINITE``) as the library's arguments,
+and a script's ``error:`` line as its flags.
 """
 
 import dataclasses
@@ -27,13 +27,15 @@ from typing import Optional
 
 import tensorflow as tf
 
+from slim_mp.config_fields import ArgumentError, argument
+
 LOSS_CHECK = "loss check"
 LOSS_SCALE_GUARD = "loss-scale guard"
 NONFINITE_SUMMARY = "non-finite summary"
 LOSS_CHECK_MESSAGE = "The loss is inf or NaN"
 GUARD_SENTENCE_START = "Training diverged"
 GUARD_SENTENCE_END = "Run these layers in bfloat16, or add the ops that feed them to the float16 deny list."
-# Between ``with_diagnosis`` and ``read_divergence`` only: the user reads the names of ``ArgumentNames``.
+# Between ``with_diagnosis`` and ``read_divergence`` only: the user reads ``DEBUG_NONFINITE``.
 _DIAGNOSIS_MARK = "Diagnosis (debug_nonfinite=True): "
 # The message of the check_numerics that tf_slim's create_train_op puts on the total loss.
 SLIM_LOSS_CHECK_MESSAGE = "LossTensor is inf or nan"
@@ -41,15 +43,9 @@ SLIM_LOSS_CHECK_MESSAGE = "LossTensor is inf or nan"
 _SUMMARY_MESSAGE = re.compile(r"\b(Infinity|Nan) in (?:summary )?[Hh]istogram for: (\S+)")
 
 
-@dataclasses.dataclass(frozen=True)
-class ArgumentNames:
-    """How a divergence sentence names what the user can change: the library's arguments or a script's flags."""
-
-    learning_rate: str
-    debug_nonfinite: str
-
-
-LIBRARY_ARGUMENTS = ArgumentNames(learning_rate="the optimizer's learning rate", debug_nonfinite="debug_nonfinite=True")
+# What a divergence sentence tells the user to change, as a library caller reads it (a script: its flags).
+LEARNING_RATE = argument("learning_rate", reads="the optimizer's learning rate")
+DEBUG_NONFINITE = argument("debug_nonfinite", reads="debug_nonfinite=True")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,20 +60,21 @@ class Divergence:
     detail: Optional[str] = None
     diagnosis: Optional[str] = None
 
-    def sentence(self, names: ArgumentNames = LIBRARY_ARGUMENTS) -> str:
-        """The check's sentence, naming ``names``."""
+    def sentence(self) -> str:
+        """The check's sentence, what the user can change marked as arguments (``slim_mp.config_fields.argument``:
+        ``str(ArgumentText(sentence))`` reads it as a library caller does)."""
         if self.check == LOSS_CHECK:
-            return f"{LOSS_CHECK_MESSAGE}; lower {names.learning_rate} or check the input data"
+            return f"{LOSS_CHECK_MESSAGE}; lower {LEARNING_RATE} or check the input data"
         if self.check == NONFINITE_SUMMARY:
             return (f"Training diverged: {self.detail}, so its TensorBoard histogram summary failed; lower "
-                    f"{names.learning_rate} or check the input data")
+                    f"{LEARNING_RATE} or check the input data")
         return self.detail
 
 
 NONFINITE_LOSS = Divergence(LOSS_CHECK)
 
 
-class TrainingDivergedError(ValueError):
+class TrainingDivergedError(ArgumentError):
     """The loss or the gradients became inf/NaN for good; the message says at which step and loss scale.
 
     Attributes:
@@ -86,21 +83,15 @@ class TrainingDivergedError(ValueError):
       loss_scale: the loss scale then, or None without loss scaling.
     """
 
-    def __init__(self, divergence: Divergence, step: int, loss_scale: Optional[float],
-                 names: ArgumentNames = LIBRARY_ARGUMENTS) -> None:
+    def __init__(self, divergence: Divergence, step: int, loss_scale: Optional[float]) -> None:
         self.divergence = divergence
         self.step = step
         self.loss_scale = loss_scale
         where = f"at step {step}"
         if loss_scale is not None and divergence.diagnosis is None:  # a diagnosis names the scale the step ran with
             where += f" with loss scale {loss_scale:g}"
-        explained = "" if divergence.diagnosis is None else f" Diagnosis ({names.debug_nonfinite}): " \
-            f"{divergence.diagnosis}."
-        super().__init__(f"{divergence.sentence(names).rstrip(' .')} ({where}).{explained}")
-
-    def naming(self, names: ArgumentNames) -> "TrainingDivergedError":
-        """The same error, its sentence naming ``names`` (a script's flags) instead of the library's arguments."""
-        return TrainingDivergedError(self.divergence, self.step, self.loss_scale, names)
+        explained = "" if divergence.diagnosis is None else f" Diagnosis ({DEBUG_NONFINITE}): {divergence.diagnosis}."
+        super().__init__(f"{divergence.sentence().rstrip(' .')} ({where}).{explained}")
 
 
 def loss_check(loss: tf.Tensor) -> tf.Tensor:

@@ -15,7 +15,8 @@ from slim_mp.json_files import write_json_atomically
 from slim_mp.numerics import AuditResult, LayerDiff, audit, audit_markdown, layer_diff, layer_diff_markdown
 from slim_mp.precision import resolve_precision
 from slim_mp.training import (TrainConfig, add_classification_losses, dataset_and_network, fine_tune_init_fn,
-                              parse_scopes, prepare_output_dir, training_input_iterator)
+                              out_of_memory_named, parse_scopes, prepare_output_dir, train_step_settings,
+                              training_input_iterator)
 
 tf1 = tf.compat.v1
 
@@ -141,11 +142,13 @@ def run_audit(config: TrainConfig, steps: int, output_dir: str, precision: str) 
         raise ValueError(f"--precision={precision}: {error}") from error
     if steps < 1:
         raise ValueError(f"--steps={steps} must be a positive integer; pass e.g. --steps=5.")
-    prepare_output_dir(output_dir, "--output_dir")
-    built = build_network_graph(config, is_training=True)
-    with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
-        built.initialise(session)
-        result = audit(built.loss, dtype, session, steps=steps, options=config.precision_options.rewrite_options())
+    prepare_output_dir(output_dir, "output_dir")
+    with out_of_memory_named(train_step_settings(config)):
+        built = build_network_graph(config, is_training=True)
+        with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
+            built.initialise(session)
+            result = audit(built.loss, dtype, session, steps=steps,
+                           options=config.precision_options.rewrite_options())
     AuditReport(result, f"{config.model_name}: float32 values against {dtype.name}").write_reports(output_dir)
     return result
 
@@ -153,13 +156,14 @@ def run_audit(config: TrainConfig, steps: int, output_dir: str, precision: str) 
 def run_layer_diff(config: TrainConfig, output_dir: str, precision: str) -> LayerDiff:
     """Diff ``config``'s network (inference mode) in float32 and ``precision`` on one batch; write layer_diff.*."""
     name = resolve_precision(precision, allow_float32=True).name
-    prepare_output_dir(output_dir, "--output_dir")
-    built = build_network_graph(config, is_training=False)
-    with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
-        built.initialise(session)
-        batch = session.run(built.images)
-        diff = layer_diff(built.end_points, name, session, {built.images: batch},
-                          options=config.precision_options.rewrite_options())
+    prepare_output_dir(output_dir, "output_dir")
+    with out_of_memory_named(train_step_settings(config)):
+        built = build_network_graph(config, is_training=False)
+        with built.graph.as_default(), tf1.Session(graph=built.graph) as session:
+            built.initialise(session)
+            batch = session.run(built.images)
+            diff = layer_diff(built.end_points, name, session, {built.images: batch},
+                              options=config.precision_options.rewrite_options())
     title = f"{config.model_name}: relative error of each end point, {name} vs float32 (batch {len(batch)})"
     LayerDiffReport(diff, title, config.model_name).write_reports(output_dir)
     return diff

@@ -11,7 +11,7 @@ lock, a damaged checkpoint named); what such a loop lets through ends as one ``e
 (``error_lines``, installed by ``import slim_mp``). Our loop (``slim_mp.training.loop``) is a
 schedule of summaries, logs and saves around the same step.
 
-Rank 3: imports only ``loss_scale``, ``numerics`` and ``datasets`` (and rank 0), never the training
+Rank 3: imports only ``loss_scale``, ``numerics``, ``datasets`` and ``train_dir`` (and rank 0), never the training
 application (which imports the ``nets`` zoo), so ``import slim_mp`` exports the seams without it.
 """
 
@@ -20,11 +20,10 @@ from slim_mp.seams.preemption import EXIT_TERMINATED, SigtermStop, Terminated, s
 from slim_mp.seams.session_hooks import TrainStepHook, reporting_divergence
 from slim_mp.seams.slim_step import train_step
 from slim_mp.seams.step_watch import StepWatch, step_watch
-from slim_mp.seams.train_dir_guard import set_aside_damaged_checkpoints
 
 install_error_lines()
 
 __all__ = [
     "DATA_ERRORS", "tensorflow_reason", "EXIT_TERMINATED", "SigtermStop", "Terminated", "sigterm_as_interrupt",
-    "TrainStepHook", "reporting_divergence", "train_step", "StepWatch", "step_watch", "set_aside_damaged_checkpoints",
+    "TrainStepHook", "reporting_divergence", "train_step", "StepWatch", "step_watch",
 ]

@@ -14,8 +14,9 @@ Supervisor logs each once more as an INFO line). ``install_error_lines`` (run by
 
 Every other error prints as before, and the exit status stays Python's (1). The Coordinator's INFO
 line for an error it re-raises is dropped (the error is printed once, as its line or traceback),
-and so are TensorFlow's exit-time notes on ops the failed loop never ran, after an error line.
-``sys.excepthook = sys.__excepthook__`` undoes it.
+and so are TensorFlow's exit-time notes on ops the failed loop never ran, after an error line (a
+filter on TensorFlow's logger). ``$SLIM_MP_ERROR_LINES=0`` before ``import slim_mp`` installs
+neither the hook nor the filter; ``sys.excepthook = sys.__excepthook__`` undoes the hook later.
 """
 
 import logging
@@ -26,15 +27,17 @@ from typing import Optional, Sequence, Type
 
 import tensorflow as tf
 
+from slim_mp.compat import switched_on
 from slim_mp.datasets.tfrecord_reader import named_read_errors
-from slim_mp.folder_lock import TrainDirInUseError
 from slim_mp.loss_scale import NONFINITE_SUMMARY, TrainingDivergedError, read_divergence
 from slim_mp.numerics import DATA_SOURCE_OP_TYPES
 from slim_mp.seams.official_loops import OfficialLoop, failed_loop
 from slim_mp.seams.preemption import TerminatedAfterSave
-from slim_mp.seams.step_watch import existing_step_watch, watched_graphs
+from slim_mp.seams.step_watch import StepStage, existing_step_watch, watched_graphs
 from slim_mp.seams.train_dir_guard import DamagedCheckpointError, damaged_checkpoint_error
+from slim_mp.train_dir import TrainDirInUseError
 
+ERROR_LINES_ENV = "SLIM_MP_ERROR_LINES"
 ONE_LINE_ERRORS = (TrainingDivergedError, TrainDirInUseError, DamagedCheckpointError)
 DATA_ERRORS = (
     tf.errors.DataLossError, tf.errors.InvalidArgumentError, tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
@@ -111,8 +114,9 @@ def one_line(error: BaseException, trace: Optional[types.TracebackType]) -> Opti
         return str(error)
     op = _failing_op(error) if isinstance(error, tf.errors.OpError) else None
     watch = existing_step_watch(op.graph) if op is not None else None
+    stage = watch.stage if watch is not None else StepStage()  # where the loop stood, read once
     # slim's loop is on the traceback; a MonitoredTrainingSession only while it was being built (then its hook's).
-    loop = failed_loop(trace) or (watch.loop if watch is not None else None)
+    loop = failed_loop(trace) or stage.loop
     if loop is None:
         return None
     restoring = isinstance(error, RuntimeError) and str(error) == "generator didn't yield" or \
@@ -129,8 +133,7 @@ def one_line(error: BaseException, trace: Optional[types.TracebackType]) -> Opti
         except TrainingDivergedError as diverged:
             return str(diverged)
     if isinstance(error, DATA_ERRORS) and op.type in _READER_OP_TYPES:
-        last_step = None if watch is None or watch.last_values is None else int(watch.last_values["step"])
-        return f"{_named_input_failure(error, op.graph)}; {_what_was_saved(loop, last_step)}."
+        return f"{_named_input_failure(error, op.graph)}; {_what_was_saved(loop, stage.last_step)}."
     return None
 
 
@@ -179,7 +182,14 @@ class _RepeatedErrors(logging.Filter):
 
 
 def install_error_lines() -> None:
-    """Print the seams' errors as one ``error:`` line from now on (idempotent; other errors unchanged)."""
+    """Print the seams' errors as one ``error:`` line from now on (idempotent; other errors unchanged), unless
+    ``$SLIM_MP_ERROR_LINES=0``.
+
+    Raises:
+      ValueError: naming ``$SLIM_MP_ERROR_LINES`` when it holds neither 0 nor 1.
+    """
+    if not switched_on(ERROR_LINES_ENV, "Python's own excepthook and TensorFlow's logger as they are"):
+        return
     if not getattr(sys.excepthook, "prints_one_line", False):
         sys.excepthook = _excepthook(sys.excepthook)
     logger = logging.getLogger("tensorflow")

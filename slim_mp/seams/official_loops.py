@@ -16,6 +16,8 @@ from typing import Optional
 import tensorflow as tf
 import tf_slim
 
+from slim_mp.config_fields import argument
+
 # (the loop's function, its name in messages, the argument naming its train dir)
 _LOOPS = (
     (tf_slim.learning.train, "slim.learning.train", "logdir"),
@@ -42,17 +44,17 @@ class OfficialLoop:
         return self.is_chief and bool(self.train_dir)
 
     def names_train_dir(self) -> str:
-        """``logdir=/path``: the train dir as the user passed it."""
-        return f"{self.argument}={self.train_dir}"
+        """``logdir=/path``: the train dir as the user passed it (the argument marked, for an ``ArgumentError``)."""
+        return f"{argument(self.argument)}={self.train_dir}"
 
 
 def _loop_of(frame: types.FrameType) -> Optional[OfficialLoop]:
-    for function, name, argument in _LOOPS:
+    for function, name, train_dir_argument in _LOOPS:
         if frame.f_code is function.__code__:
             arguments = frame.f_locals
             supervisor = arguments.get("sv")
-            return OfficialLoop(name, argument, arguments.get(argument) or None, bool(arguments.get("is_chief", True)),
-                                getattr(supervisor, "coord", None))
+            return OfficialLoop(name, train_dir_argument, arguments.get(train_dir_argument) or None,
+                                bool(arguments.get("is_chief", True)), getattr(supervisor, "coord", None))
     return None
 
 

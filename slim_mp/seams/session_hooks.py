@@ -54,12 +54,12 @@ class TrainStepHook(tf1.train.SessionRunHook):
             raise ValueError("TrainStepHook needs a global step; create it with "
                              "tf.compat.v1.train.get_or_create_global_step() before MonitoredTrainingSession.")
         self._watch = step_watch(tf1.get_default_graph(), self._global_step)
-        self._watch.loop = running_loop()
-        guard_train_dir(self._watch.loop)
+        self._watch.enter_loop(running_loop())
+        guard_train_dir(self._watch.stage.loop)
 
     def after_create_session(self, session: tf1.Session, coord: tf1.train.Coordinator) -> None:
         del coord
-        self._watch.session = session
+        self._watch.use_session(session)
         self._watch.sigterm.install()
 
     def before_run(self, run_context: tf1.train.SessionRunContext) -> tf1.train.SessionRunArgs:
@@ -69,7 +69,7 @@ class TrainStepHook(tf1.train.SessionRunHook):
     def after_run(self, run_context: tf1.train.SessionRunContext, run_values: tf1.train.SessionRunValues) -> None:
         values = {} if self._loss is None else {"loss": float(run_values.results)}
         self._watch.after_step(run_context.session, values)
-        if int(self._watch.last_values["step"]) % self._every == 0:
+        if self._watch.stage.last_step % self._every == 0:
             logging.info("%s", self._watch.progress_line())
         if self._watch.stop_requested("the CheckpointSaverHook"):
             run_context.request_stop()
@@ -82,14 +82,14 @@ class TrainStepHook(tf1.train.SessionRunHook):
         """
         del session
         self._watch.sigterm.restore()
-        if self._watch.terminated:
+        if self._watch.stage.terminated:
             raise TerminatedAfterSave()
 
 
 def _raise_if_diverged(watch: StepWatch, error: tf.errors.OpError) -> None:
     """``watch.raise_if_diverged``, replaying on the hook's session while it is open (inside the session's block)."""
     try:
-        watch.raise_if_diverged(error, watch.session)
+        watch.raise_if_diverged(error, watch.stage.session)
     except RuntimeError:  # the session is closed: the block is outside the session's ``with``
         watch.raise_if_diverged(error, None)
 

@@ -54,10 +54,10 @@ def train_step(sess: tf.compat.v1.Session, train_op: tf.Tensor, global_step: tf.
         raise ValueError("train_step_fn=slim_mp.train_step writes no traces; drop trace_every_n_steps from "
                          "slim.learning.train, or profile with slim's own train_step.")
     watch = step_watch(sess.graph, global_step)
-    if watch.first_step is None:  # the first step of this graph: find slim's loop, lock its train dir
-        watch.loop = running_loop()
-        guard_train_dir(watch.loop)
-    watch.session = sess
+    if watch.stage.first_step is None:  # the first step of this graph: find slim's loop, lock its train dir
+        watch.enter_loop(running_loop())
+        guard_train_dir(watch.stage.loop)
+    watch.use_session(sess)
     watch.sigterm.install()
     try:
         flags = {key: train_step_kwargs[key] for key in _STOP_FLAGS if key in train_step_kwargs}

@@ -19,13 +19,18 @@ calls them one by one, and ``raise_if_diverged`` on the run's error. ``stop_requ
 seams' SIGTERM: they ask their loop to stop so its own final save writes the current step, where our
 loop stops in place (``preemption``).
 
+Where the loop stands is one value, ``StepStage`` (frozen), which each verb replaces: the loop a
+seam runs in and its raw session (``enter_loop``, ``use_session``), the global step it started from,
+the last step's values, the batch of the step being run, and whether SIGTERM stopped it. What reads
+it after the fact (``error_lines``, our loop's schedule) takes ``watch.stage`` once and passes it on.
+
 Steps are numbered as our script numbers them: a progress line shows the global step after the step,
 a skip warning and the divergence sentence the step being taken (1-based).
 """
 
 import dataclasses
 import weakref
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -44,14 +49,45 @@ PROGRESS_KEYS = ("step", "loss", "loss_scale", "skipped", "learning_rate")
 _WATCHES: "weakref.WeakKeyDictionary[tf.Graph, StepWatch]" = weakref.WeakKeyDictionary()
 
 
+@dataclasses.dataclass(frozen=True)
+class StepStage:
+    """Where a watched loop stands; a new value after each verb of ``StepWatch``, never changed in place.
+
+    ``loop`` is the official loop a seam runs in (``official_loops``; None in ours and in a plain
+    loop) and ``session`` its raw session (for a later replay), both set by the seams;
+    ``first_step`` the global step the loop started from (read at its first step); ``last_values``
+    the progress values of the last step; ``feed`` the batch of the step being run; ``terminated``:
+    SIGTERM stopped the loop, and the process ends once its final save is done.
+    """
+
+    loop: Optional[OfficialLoop] = None
+    session: Optional[tf.compat.v1.Session] = None
+    first_step: Optional[int] = None
+    last_values: Optional[Mapping[str, float]] = None
+    feed: Feed = dataclasses.field(default_factory=dict)
+    terminated: bool = False
+
+    @property
+    def last_step(self) -> Optional[int]:
+        """The global step after the last step run, or None before the first."""
+        return None if self.last_values is None else int(self.last_values["step"])
+
+    def step_taken(self) -> int:
+        """The number of the step being run (1-based): the global step after the last step, plus one.
+
+        Known before the run, whether or not a failing or skipped run advances the global step.
+        """
+        done = self.first_step if self.last_step is None else self.last_step
+        return (done or 0) + 1
+
+
 @dataclasses.dataclass
 class StepWatch:
-    """The verbs of one watched train step, and the per-graph state they keep (see the module docstring).
+    """The verbs of one watched train step, found from its graph, and where its loop stands (``stage``).
 
     ``progress`` are the tensors read after the step when its run did not fetch them (the global
     step, and the loss scale and skipped steps of a loss-scaling optimizer); ``loss_scale`` is the
-    scale a divergence sentence names (None without loss scaling). ``loop`` is the official loop a
-    seam runs in (``official_loops``), found at its first step (None in ours and in a plain loop).
+    scale a divergence sentence names (None without loss scaling).
     """
 
     nonfinite: NonfiniteWatch
@@ -60,28 +96,34 @@ class StepWatch:
     throughput: Optional[Throughput]
     loss_scale: Optional[tf.Tensor] = None
     sigterm: SigtermStop = dataclasses.field(default_factory=SigtermStop)
-    last_values: Optional[Dict[str, float]] = None
-    first_step: Optional[int] = None  # the global step the loop started from, read at its first step
-    # The running step's feed, and the loop's raw session (set by the seams, for a later replay).
-    last_feed: Feed = dataclasses.field(default_factory=dict)
-    session: Optional[tf.compat.v1.Session] = None
-    loop: Optional[OfficialLoop] = None
-    terminated: bool = False  # SIGTERM stopped the loop: the process ends once its final save is done
+    _stage: StepStage = dataclasses.field(default_factory=StepStage)
+
+    @property
+    def stage(self) -> StepStage:
+        """Where the loop stands now (a frozen value: the verbs replace it)."""
+        return self._stage
+
+    def _moved(self, **changes: Any) -> None:
+        self._stage = dataclasses.replace(self._stage, **changes)
+
+    def enter_loop(self, loop: Optional[OfficialLoop]) -> None:
+        """A seam found the official loop it runs in (None: a plain loop)."""
+        self._moved(loop=loop)
+
+    def use_session(self, session: tf.compat.v1.Session) -> None:
+        """A seam's loop runs its steps on ``session`` (kept for a later replay)."""
+        self._moved(session=session)
 
     def capture(self, session: tf.compat.v1.Session) -> Feed:
         """Read the step's batch for the probes (empty without them); the step runs with it fed."""
-        if self.first_step is None:
-            self.first_step = int(session.run(self.global_step))
-        self.last_feed = self.nonfinite.capture(session)
-        return self.last_feed
+        if self._stage.first_step is None:
+            self._moved(first_step=int(session.run(self.global_step)))
+        self._moved(feed=self.nonfinite.capture(session))
+        return self._stage.feed
 
     def step_taken(self) -> int:
-        """The number of the step being run (1-based): the global step after the last step, plus one.
-
-        Known before the run, whether or not a failing or skipped run advances the global step.
-        """
-        done = self.first_step if self.last_values is None else int(self.last_values["step"])
-        return (done or 0) + 1
+        """The number of the step being run (1-based; ``StepStage.step_taken``)."""
+        return self._stage.step_taken()
 
     def run(self, session: tf.compat.v1.Session, fetches: Fetches) -> Fetches:
         """``session.run(fetches)`` with the captured batch; a failure gets the diagnosis, a divergence is one sentence.
@@ -90,7 +132,7 @@ class StepWatch:
           TrainingDivergedError: the loss check or the loss-scale guard fired.
         """
         try:
-            return session.run(fetches, feed_dict=self.last_feed or None)
+            return session.run(fetches, feed_dict=self._stage.feed or None)
         except tf.errors.InvalidArgumentError as error:
             explained = self.raise_if_diverged(error, session)
             if explained is error:
@@ -107,13 +149,13 @@ class StepWatch:
         missing = {key: tensor for key, tensor in self.progress.items() if key not in values}
         if missing or read_after:
             values = dict(values, **session.run(dict(read_after or {}, **missing)))
-        self.nonfinite.after_step(session, values, self.last_feed, self.step_taken())
+        self.nonfinite.after_step(session, values, self._stage.feed, self.step_taken())
         if self.loss_scale is None and "loss" in values and not np.isfinite(values["loss"]):
             # Without loss scaling nothing skips the step: its update is applied, so no save may follow.
             raise TrainingDivergedError(NONFINITE_LOSS, self.step_taken(), None)
         if self.throughput is not None:
             self.throughput.step_done()
-        self.last_values = {key: float(values[key]) for key in PROGRESS_KEYS if key in values}
+        self._moved(last_values={key: float(values[key]) for key in PROGRESS_KEYS if key in values})
         return values
 
     def step(self, session: tf.compat.v1.Session, fetches: Fetches, read_after: Optional[Fetches] = None) -> Fetches:
@@ -123,7 +165,7 @@ class StepWatch:
 
     def progress_line(self) -> str:
         """The progress line of the last step; images/s over the steps since the previous line."""
-        values = self.last_values or {}
+        values = self._stage.last_values or {}
         skipped = values.get("skipped")
         return format_progress(
             int(values.get("step", 0)), values.get("loss"), values.get("loss_scale"),
@@ -140,11 +182,11 @@ class StepWatch:
         session) taken from the last step. Uncaught, a ``TrainingDivergedError`` ends the output as
         one ``error:`` line (``error_lines``).
         """
-        explained = self.nonfinite.explain(error, session, self.last_feed)
+        explained = self.nonfinite.explain(error, session, self._stage.feed)
 
         def read_loss_scale() -> Optional[float]:
             if self.loss_scale is None or session is None:
-                return None if self.loss_scale is None else (self.last_values or {}).get("loss_scale")
+                return None if self.loss_scale is None else (self._stage.last_values or {}).get("loss_scale")
             return float(session.run(self.loss_scale))
 
         diverged = _diverged_error(explained, self.step_taken(), read_loss_scale)
@@ -159,8 +201,8 @@ class StepWatch:
         its sentence then names where the inf/NaN first appears now, even when no step was replayed yet
         or the last replay was of an earlier, unrelated skip.
         """
-        if self.session is not None:
-            self.nonfinite.diagnose(self.session, self.last_feed)
+        if self._stage.session is not None:
+            self.nonfinite.diagnose(self._stage.session, self._stage.feed)
 
     def stop_requested(self, where: str) -> bool:
         """True once SIGTERM arrived: logs that the loop stops and ``where`` its final save writes the current step.
@@ -169,15 +211,16 @@ class StepWatch:
         """
         if not self.sigterm.requested:
             return False
-        step = int((self.last_values or {}).get("step", 0))
-        saves = self.loop is None or self.loop.writes_checkpoints
+        step = self._stage.last_step or 0
+        loop = self._stage.loop
+        saves = loop is None or loop.writes_checkpoints
         stopping = f"stopping so that {where} saves model.ckpt-{step}" if saves else \
             "stopping (this process saves no checkpoint)"
         logging.warning("terminated by SIGTERM at step %d; %s; rerun the same command to resume", step, stopping)
         self.sigterm.restore()
-        self.terminated = True
-        if self.loop is not None and self.loop.coordinator is not None:
-            self.loop.coordinator.request_stop((TerminatedAfterSave, TerminatedAfterSave(), None))
+        self._moved(terminated=True)
+        if loop is not None and loop.coordinator is not None:
+            loop.coordinator.request_stop((TerminatedAfterSave, TerminatedAfterSave(), None))
         return True
 
 

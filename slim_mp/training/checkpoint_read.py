@@ -8,10 +8,11 @@ step) through one reader, at once, into memory; nothing is opened by name again 
 evaluation that finished always has its step. A read that fails while the folder changes under it
 is a checkpoint that vanished (rotation); one that fails while the folder stays as it was is damage
 (the survey's warning, and the next older one); one that reads but whose variables differ is
-another model (``checkpoint_fit``'s error naming the flag). A vanished checkpoint makes the newest
-be taken again, up to ``ROTATION_ATTEMPTS`` times, before one error says that rotation removed it.
+another model (``checkpoint_fit``'s error naming the argument that likely differs). A vanished
+checkpoint makes the newest be taken again, up to ``ROTATION_ATTEMPTS`` times, before one error says
+that rotation removed it.
 
-Leaves alone: the choice among damaged and intact checkpoints (``checkpoint_folder``'s survey, into
+Leaves alone: the choice among damaged and intact checkpoints (``slim_mp.train_dir``'s survey, into
 which this module's inspection plugs) and the restore into a session (``evaluation``).
 """
 
@@ -25,11 +26,10 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
-from slim_mp.checkpoint_check import READ_FAILURES, checkpoint_damage
-from slim_mp.training.checkpoint_folder import (
-    CheckpointInspection, has_checkpoints, survey_checkpoints,
-)
-from slim_mp.training.checkpoint_state import checkpoint_files_by_prefix, read_state
+from slim_mp.config_fields import ArgumentError, ArgumentText, argument
+from slim_mp.train_dir import (READ_FAILURES, CheckpointInspection, checkpoint_damage, checkpoint_files_by_prefix,
+                               has_checkpoints, no_checkpoint_error, read_state, survey_checkpoints,
+                               unreadable_checkpoint_error)
 
 ROTATION_ATTEMPTS = 5
 ROTATION_RETRY_SECONDS = 0.2
@@ -60,7 +60,7 @@ def _folder_state(directory: str) -> tuple:
     return tuple(listed), state_problem, tuple(sorted((prefix, tuple(names)) for prefix, names in present.items()))
 
 
-def _inspection(variables: dict, size_flag: str, before: tuple,
+def _inspection(variables: dict, size_argument: str, before: tuple,
                 found: Dict[str, CheckpointValues]) -> CheckpointInspection:
     """A survey inspection that reads each candidate's values for ``variables`` into ``found`` (by prefix).
 
@@ -75,7 +75,7 @@ def _inspection(variables: dict, size_flag: str, before: tuple,
             reader = tf.train.load_checkpoint(path)
         except READ_FAILURES:
             return _failure(directory, prefix, before)
-        check_checkpoint_fits(path, variables, size_flag, reader)  # the index's shapes and dtypes: read already
+        check_checkpoint_fits(path, variables, size_argument, reader)  # the index's shapes and dtypes: read already
         check_checkpoint_complete(path, variables, reader)
         try:
             values = {name: reader.get_tensor(name) for name in variables}
@@ -99,25 +99,17 @@ def _failure(directory: str, prefix: str, before: tuple) -> str:
     return checkpoint_damage(directory, prefix) or f"{prefix} cannot be read"
 
 
-def check_checkpoint_path(path: str, flag: str = "--checkpoint_path") -> None:
-    """Raise ValueError naming ``flag`` when ``path`` is empty, or neither a folder with checkpoints nor a checkpoint
-    prefix whose index exists (before a long graph build; nothing is read)."""
-    if not path:
-        raise ValueError(f"{flag} is empty; pass a checkpoint file or a folder holding checkpoints.")
-    if tf.io.gfile.isdir(path):
-        if not has_checkpoints(path):
-            raise ValueError(_NO_CHECKPOINT.format(flag=flag, path=path))
-    elif not tf.io.gfile.exists(path + ".index"):
-        raise ValueError(_UNREADABLE.format(flag=flag, path=path, problem=f"{os.path.basename(path)}.index is missing"))
+def check_checkpoint_path(path: str, argument_name: str = "checkpoint_path") -> None:
+    """Raise ``ArgumentError`` naming the argument ``argument_name`` when ``path`` is empty, or neither a folder with
+    checkpoints nor a checkpoint prefix whose index exists (before a long graph build; nothing is read)."""
+    if not path or tf.io.gfile.isdir(path) and not has_checkpoints(path):
+        raise no_checkpoint_error(path, argument_name)
+    if not tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index"):
+        raise unreadable_checkpoint_error(path, argument_name, f"{os.path.basename(path)}.index is missing")
 
 
-_NO_CHECKPOINT = "{flag}={path} is a folder without a checkpoint; pass a folder or file with one."
-_UNREADABLE = ("{flag}={path} is not a readable checkpoint ({problem}); pass a checkpoint prefix such as "
-               "model.ckpt-1000 (without .index) or its folder.")
-
-
-def read_checkpoint_values(path: str, variables: dict, size_flag: str,
-                           flag: str = "--checkpoint_path") -> CheckpointValues:
+def read_checkpoint_values(path: str, variables: dict, size_argument: str,
+                           argument_name: str = "checkpoint_path") -> CheckpointValues:
     """Read the values of ``variables`` ({checkpoint name: variable}) and the global step from the checkpoint
     ``path`` names (a prefix, or a folder's newest intact checkpoint), through one reader.
 
@@ -125,48 +117,51 @@ def read_checkpoint_values(path: str, variables: dict, size_flag: str,
     taken again, at most ``ROTATION_ATTEMPTS`` times; damaged ones are skipped with a warning.
 
     Raises:
-      ValueError: naming ``flag``: no checkpoint, none readable, rotation removed each one tried,
-        or (``checkpoint_fit``) a checkpoint of another model, naming the flag that likely differs.
+      ArgumentError: naming ``argument_name``: no checkpoint, none readable, rotation removed each one tried,
+        or (``checkpoint_fit``) a checkpoint of another model, naming the argument that likely differs
+        (``size_argument``, the image size's, among them).
     """
-    check_checkpoint_path(path, flag)
+    check_checkpoint_path(path, argument_name)
     if not tf.io.gfile.isdir(path):
-        return _read_prefix(path, variables, size_flag, flag)
+        return _read_prefix(path, variables, size_argument, argument_name)
+    named = f"{argument(argument_name)}={path}"
     vanished: List[str] = []
     for _ in range(ROTATION_ATTEMPTS):
         found: Dict[str, CheckpointValues] = {}
         try:
-            survey = survey_checkpoints(path, flag, _inspection(variables, size_flag, _folder_state(path), found))
+            survey = survey_checkpoints(path, _inspection(variables, size_argument, _folder_state(path), found))
         except _Vanished as gone:
-            logging.info("%s=%s: %s went away while it was read (a training run's checkpoint rotation); taking "
-                         "the newest checkpoint again", flag, path, gone.prefix)
+            logging.info("%s", ArgumentText(f"{named}: {gone.prefix} went away while it was read (a training run's "
+                                            "checkpoint rotation); taking the newest checkpoint again"))
             vanished.append(gone.prefix)
             time.sleep(ROTATION_RETRY_SECONDS)
             continue
+        survey.raise_if_none_intact(argument_name)
         if survey.chosen is None:
-            raise ValueError(_NO_CHECKPOINT.format(flag=flag, path=path))
+            raise no_checkpoint_error(path, argument_name)
         if survey.damaged:
-            logging.warning("%s=%s: skipped damaged checkpoint(s): %s; using %s instead",
-                            flag, path, "; ".join(survey.damaged), survey.chosen)
+            logging.warning("%s", survey.skipped_damage(argument_name))
         return found[survey.chosen]
-    raise ValueError(
-        f"{flag}={path}: a training run's checkpoint rotation removed each checkpoint taken before it could be "
-        f"read ({len(vanished)} tries: {', '.join(vanished)}); let that run keep more (its --max_to_keep), or "
-        "evaluate a copy of the folder."
+    raise ArgumentError(
+        f"{named}: a training run's checkpoint rotation removed each checkpoint taken before it could be "
+        f"read ({len(vanished)} tries: {', '.join(vanished)}); let that run keep more (its {argument('max_to_keep')}), "
+        "or evaluate a copy of the folder."
     )
 
 
-def _read_prefix(path: str, variables: dict, size_flag: str, flag: str) -> CheckpointValues:
+def _read_prefix(path: str, variables: dict, size_argument: str, argument_name: str) -> CheckpointValues:
     """``read_checkpoint_values`` for a checkpoint prefix: no other checkpoint is taken in its place."""
     directory, prefix = os.path.split(path)
     directory = directory or os.curdir
     found: Dict[str, CheckpointValues] = {}
     try:
-        problem = _inspection(variables, size_flag, _folder_state(directory), found)(directory, prefix)
+        problem = _inspection(variables, size_argument, _folder_state(directory), found)(directory, prefix)
     except _Vanished:
-        raise ValueError(
-            f"{flag}={path} was removed while it was read (a training run's checkpoint rotation keeps only its "
-            f"newest --max_to_keep); pass the folder {directory} to evaluate its newest checkpoint."
+        raise ArgumentError(
+            f"{argument(argument_name)}={path} was removed while it was read (a training run's checkpoint rotation "
+            f"keeps only its newest {argument('max_to_keep')}); pass the folder {directory} to evaluate its newest "
+            "checkpoint."
         ) from None
     if problem is not None:
-        raise ValueError(_UNREADABLE.format(flag=flag, path=path, problem=problem))
+        raise unreadable_checkpoint_error(path, argument_name, problem)
     return found[prefix]

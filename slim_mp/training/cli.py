@@ -4,9 +4,14 @@ Each flag is defined from a field of a config dataclass (``TrainConfig``, ``Eval
 ``ParityConfig`` and the settings they nest), so a flag's name, default and help are written once,
 on the field (``slim_mp.config_fields.option``); ``config_from_flags`` builds the dataclass back
 from the parsed flags. Every script runs its ``main`` through ``run``.
+
+This is the one place the library's argument names become flags (``--name``; ``FLAG_NAMES`` where
+a flag's name differs): in an ``ArgumentError``'s ``error:`` line, in a library log line's
+``ArgumentText`` and in a field's help.
 """
 
 import dataclasses
+import logging
 import sys
 import traceback
 import typing
@@ -14,9 +19,11 @@ from typing import Any, Callable, Dict, Optional, Sequence, Type, TypeVar
 
 from absl import app
 from absl import flags as absl_flags
+from absl import logging as absl_logging
 
-from slim_mp.config_fields import command_line_message, field_help
-from slim_mp.training.memory_fit import StepSettings, memory_exhaustion, memory_limit, out_of_memory_sentence
+from slim_mp.config_fields import ArgumentText, command_line_message, command_line_text, field_help
+from slim_mp.training.memory_fit import OutOfMemoryError, memory_exhaustion, memory_limit, out_of_memory_sentence
+from slim_mp.training.precision_flags import FLAG_NAMES
 
 FLAGS = absl_flags.FLAGS
 ConfigT = TypeVar("ConfigT")
@@ -56,7 +63,7 @@ def define_flags(config_type: type, help_overrides: Optional[Dict[str, str]] = N
         if dataclasses.is_dataclass(value_type):
             define_flags(value_type, help_overrides)
             continue
-        help_text = field_help(config_type, field)
+        help_text = command_line_text(ArgumentText(field_help(config_type, field)), FLAG_NAMES)
         help_text = (help_overrides or {}).get(field.name, help_text)
         if field.name in FLAGS:
             continue
@@ -109,18 +116,20 @@ def _report_and_exit(error: BaseException, message: str, code: int) -> None:
     sys.exit(code)
 
 
-# The image-size flag of each script that sizes a step (train, eval, export).
-_IMAGE_SIZE_FLAGS = ("train_image_size", "eval_image_size", "image_size")
+class _FlagsInLogLines(logging.Filter):
+    """A library log line that names an argument (an ``ArgumentText`` among its arguments) names the flag."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(value, ArgumentText) for value in record.args):
+            record.args = tuple(command_line_text(value, FLAG_NAMES) for value in record.args)
+        return True
 
 
-def _step_settings() -> Optional[StepSettings]:
-    """The step the command line asked for (network, batch size, precision, image size), or None in a script
-    that builds no network step."""
-    if not all(name in FLAGS for name in ("model_name", "batch_size", "precision")):
-        return None
-    image_flag = next((name for name in _IMAGE_SIZE_FLAGS if name in FLAGS), _IMAGE_SIZE_FLAGS[0])
-    return StepSettings(FLAGS.model_name, FLAGS.batch_size, FLAGS.precision,
-                        FLAGS[image_flag].value if image_flag in FLAGS else None, f"--{image_flag}")
+def _name_flags_in_log_lines() -> None:
+    """Have absl's handler (where the library's log lines end) name flags in them (idempotent)."""
+    handler = absl_logging.get_absl_handler()
+    if not any(isinstance(existing, _FlagsInLogLines) for existing in handler.filters):
+        handler.addFilter(_FlagsInLogLines())
 
 
 def _list_in_short_help() -> None:
@@ -138,9 +147,10 @@ def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
 
     Bad input (``UsageError``, ``ValueError``, ``TypeError``) prints one ``error: ...`` line
     naming the flag and the fix and exits with status 2, with the traceback only under
-    ``--verbose``; so does memory that ran out (``memory_fit``: the sentence names ``--batch_size``,
-    the precision and the benchmark command that finds what fits). Ctrl-C exits with status 130 and
-    SIGTERM during training with 143 (training saves a checkpoint first). With
+    ``--verbose``; so does memory that ran out (``memory_fit``: a step that named its settings says
+    ``--batch_size``, the precision and the benchmark command that finds what fits; elsewhere the
+    sentence names the process's limit). Ctrl-C exits with status 130 and SIGTERM during training
+    with 143 (training saves a checkpoint first). With
     ``takes_arguments`` the arguments after ``--`` are passed to ``main`` as a list; otherwise
     any positional argument is an error.
     """
@@ -159,13 +169,13 @@ def run(main: Callable[..., None], takes_arguments: bool = False) -> None:
             code = getattr(interrupt, "exit_code", EXIT_INTERRUPTED)
             _report_and_exit(interrupt, str(interrupt) or "interrupted", code)
         except Exception as error:  # re-raised below unless memory ran out or the input is bad
-            exhausted = memory_exhaustion(error)
+            exhausted = None if isinstance(error, OutOfMemoryError) else memory_exhaustion(error)
             if exhausted is not None:
-                _report_and_exit(error, out_of_memory_sentence(exhausted, _step_settings(), memory_limit()),
-                                 EXIT_BAD_INPUT)
+                _report_and_exit(error, out_of_memory_sentence(exhausted, None, memory_limit()), EXIT_BAD_INPUT)
             if isinstance(error, (app.UsageError, ValueError, TypeError)):  # a library argument's names its flag
-                _report_and_exit(error, command_line_message(error), EXIT_BAD_INPUT)
+                _report_and_exit(error, command_line_message(error, FLAG_NAMES), EXIT_BAD_INPUT)
             raise
 
     _list_in_short_help()
+    _name_flags_in_log_lines()
     app.run(guarded, flags_parser=_parse_flags)

@@ -18,11 +18,12 @@ from absl import logging
 
 from slim_mp.config_fields import option
 from slim_mp.json_files import write_json_atomically
-from slim_mp.training.run_dir import disk_write_errors
+from slim_mp.train_dir import disk_write_errors
 from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.training.checkpoint_read import CheckpointValues, check_checkpoint_path, read_checkpoint_values
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.input_pipeline import InputOptions, negative_label_errors, next_batch
+from slim_mp.training.memory_fit import StepSettings, out_of_memory_named
 from slim_mp.training.model_setup import input_size, network_and_preprocessing, prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
 from slim_mp.training.served_names import is_tflite_path
@@ -113,7 +114,7 @@ def _build(config: EvalConfig) -> _EvalGraph:
             is_training=False, use_grayscale=config.use_grayscale,
         )
         images, labels = _eval_batches(config, dataset, preprocess,
-                                       input_size(config.eval_image_size, network_fn, "--eval_image_size"))
+                                       input_size(config.eval_image_size, network_fn, "eval_image_size"))
         logits, _ = network_fn(images)
         if config.precision_options.mixed:
             report = rewrite(logits, config.precision_options.precision,
@@ -214,11 +215,36 @@ def _tflite_model(config: EvalConfig) -> TFLiteModel:
     if typed:
         raise ValueError(f"{typed[0]} does not apply to {flag}: a TensorFlow Lite model's weights and precision "
                          "were chosen at export (float32, --precision=float16 or --quantize); drop it.")
-    model = load_tflite_model(config.checkpoint_path, "--checkpoint_path")
+    model = load_tflite_model(config.checkpoint_path, "checkpoint_path")
     if config.quantize and not model.is_int8:
         raise ValueError(f"--quantize: {flag} is not an int8 model; drop --quantize, or export one with "
                          "export_inference_graph.py --quantize.")
     return model
+
+
+def _tflite_built(config: EvalConfig) -> Tuple[_EvalGraph, CheckpointValues]:
+    """The evaluation graph of the TensorFlow Lite model ``--checkpoint_path`` names (it holds no global step)."""
+    model = _tflite_model(config)
+    prepare_output_dir(config.eval_dir, "eval_dir")
+    return _build_tflite(config, model), CheckpointValues(config.checkpoint_path, {}, None)
+
+
+def _checkpoint_built(config: EvalConfig) -> Tuple[_EvalGraph, CheckpointValues]:
+    """The evaluation graph of the checkpoint ``--checkpoint_path`` names, and the values it restores."""
+    if config.quantize:
+        raise ValueError("--quantize evaluates an int8 TensorFlow Lite model, not a checkpoint: export one with "
+                         "export_inference_graph.py --quantize --output_file=model.tflite and pass "
+                         "--checkpoint_path=model.tflite.")
+    check_checkpoint_path(config.checkpoint_path)  # before the build: a wrong path is told at once
+    prepare_output_dir(config.eval_dir, "eval_dir")
+    built = _build(config)
+    return built, read_checkpoint_values(config.checkpoint_path, built.restored, "eval_image_size")
+
+
+def eval_step_settings(config: EvalConfig) -> StepSettings:
+    """What sizes ``config``'s evaluation step, for the error of a step that runs out of memory."""
+    return StepSettings(config.model_name, config.batch_size, config.precision_options.precision,
+                        config.eval_image_size, "eval_image_size")
 
 
 def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> Dict[str, object]:
@@ -233,21 +259,10 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
         raise ValueError(f"--master={config.master} is not yet supported (local evaluation only); use --master=''.")
     if config.max_num_batches is not None and config.max_num_batches < 1:
         raise ValueError(f"--max_num_batches={config.max_num_batches} must be >= 1; pass a positive count or unset it.")
-    if is_tflite_path(config.checkpoint_path):
-        model = _tflite_model(config)
-        prepare_output_dir(config.eval_dir, "--eval_dir")
-        built = _build_tflite(config, model)
-        checkpoint = CheckpointValues(config.checkpoint_path, {}, None)  # a .tflite file holds no global step
-    else:
-        if config.quantize:
-            raise ValueError("--quantize evaluates an int8 TensorFlow Lite model, not a checkpoint: export one with "
-                             "export_inference_graph.py --quantize --output_file=model.tflite and pass "
-                             "--checkpoint_path=model.tflite.")
-        check_checkpoint_path(config.checkpoint_path)  # before the build: a wrong path is told at once
-        prepare_output_dir(config.eval_dir, "--eval_dir")
-        built = _build(config)
-        checkpoint = read_checkpoint_values(config.checkpoint_path, built.restored, "--eval_image_size")
-    sums, num_examples = _sum_over_split(built, checkpoint, config.max_num_batches, config.labels_offset)
+    with out_of_memory_named(eval_step_settings(config)):
+        build = _tflite_built if is_tflite_path(config.checkpoint_path) else _checkpoint_built
+        built, checkpoint = build(config)
+        sums, num_examples = _sum_over_split(built, checkpoint, config.max_num_batches, config.labels_offset)
     if num_examples == 0:
         raise ValueError(f"--dataset_split_name={config.dataset_split_name} has no examples; pick a non-empty split.")
     metrics = {
@@ -261,7 +276,7 @@ def evaluate(config: EvalConfig, print_line: Callable[[str], None] = print) -> D
     # Printed first, so a disk that refuses the files below does not lose the numbers.
     print_line(" ".join(f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
                         for key, value in metrics.items()))
-    with disk_write_errors(config.eval_dir, "--eval_dir",
+    with disk_write_errors(config.eval_dir, "eval_dir",
                            lambda: f"{checkpoint.prefix} is untouched (metrics printed above)"):
         write_json_atomically(os.path.join(config.eval_dir, METRICS_FILENAME), metrics)
         write_eval_summaries(config.eval_dir, metrics)

@@ -17,8 +17,7 @@ from absl import logging
 
 from slim_mp.graph_pass import in_scopes
 from slim_mp.training.checkpoint_fit import checkpoint_misfits
-from slim_mp.training.checkpoint_folder import has_checkpoints, resolve_checkpoint
-from slim_mp.training.checkpoint_state import name_listing
+from slim_mp.train_dir import has_checkpoints, name_listing, resolve_checkpoint
 
 InitFn = Callable[[tf.compat.v1.Session], None]
 

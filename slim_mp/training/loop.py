@@ -21,31 +21,26 @@ import tensorflow as tf
 from absl import logging
 
 from slim_mp.graph_pass import RewriteReport
-from slim_mp.loss_scale import ArgumentNames, TrainingDivergedError
-from slim_mp.folder_lock import train_dir_lock
 from slim_mp.json_files import JsonFileError, read_json_file, write_json_atomically
 from slim_mp.training.checkpoint_fit import check_checkpoint_complete, check_checkpoint_fits
-from slim_mp.training.checkpoint_folder import find_resume_checkpoint
-from slim_mp.training.checkpoint_save import atomic_save
-from slim_mp.training.checkpoint_state import latest_checkpoint_note, latest_checkpoint_step
 from slim_mp.distribute import LOST_TASK_ERRORS, ClusterLayout, lost_task, session_target
 from slim_mp.seams import sigterm_as_interrupt, step_watch
 from slim_mp.training.input_pipeline import negative_label_errors
 from slim_mp.training.live_graph import LiveGraphSaver, live_graph_def
 from slim_mp.training.model_setup import prepare_output_dir
 from slim_mp.training.precision_flags import write_rewrite_reports
-from slim_mp.training.run_dir import disk_write_errors
-from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, start_session
+from slim_mp.training.session_start import LOST_TASK_CLOSE_SECS, SessionInit, TrainingSession, start_session
 from slim_mp.training.step_schedule import StepCallback, StepSchedule
 from slim_mp.training.stop_saves import saved_on_the_way_out
-from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout
+from slim_mp.training.memory_fit import out_of_memory_named
+from slim_mp.training.train_config import TrainConfig, check_train_config, cluster_layout, train_step_settings
 from slim_mp.training.train_graph import TrainGraph, build_train_graph
+from slim_mp.train_dir import (atomic_save, disk_write_errors, find_resume_checkpoint, latest_checkpoint_note,
+                               latest_checkpoint_step, train_dir_lock)
 
 tf1 = tf.compat.v1
 
 RUN_INFO_FILENAME = "run_info.json"
-# What a divergence sentence tells the user of the scripts to change: their flags, not the library's arguments.
-DIVERGENCE_FLAGS = ArgumentNames(learning_rate="--learning_rate", debug_nonfinite="--mp_debug_nonfinite")
 _RUN_INFO_SCHEMA = {"precision": str}
 
 
@@ -89,7 +84,7 @@ def _check_resume(built: TrainGraph, config: TrainConfig, checkpoint: str) -> No
     """Before restoring: every variable must fit the checkpoint; warn when the precision changes."""
     with built.graph.as_default():
         variables = {v.op.name: v for v in tf1.global_variables()}
-    check_checkpoint_fits(checkpoint, variables, "--train_image_size")
+    check_checkpoint_fits(checkpoint, variables, "train_image_size")
     check_checkpoint_complete(checkpoint, variables)
     previous = _recorded_precision(config.train_dir)
     precision = config.precision_options.precision
@@ -125,19 +120,17 @@ def train(config: TrainConfig, print_line: Callable[[str], None] = print,
     check_train_config(config)
     layout = cluster_layout(config)
     if layout.is_chief:
-        prepare_output_dir(config.train_dir, "--train_dir")
+        prepare_output_dir(config.train_dir, "train_dir")
     with contextlib.ExitStack() as stack:
+        stack.enter_context(out_of_memory_named(train_step_settings(config)))
         stack.enter_context(sigterm_as_interrupt())
         if layout.is_chief:
             stack.enter_context(_summary_thread_errors_reported_once())
             stack.enter_context(disk_write_errors(
-                config.train_dir, "--train_dir", lambda: latest_checkpoint_note(config.train_dir)
+                config.train_dir, "train_dir", lambda: latest_checkpoint_note(config.train_dir)
             ))
             stack.enter_context(train_dir_lock(config.train_dir))
-        try:
-            return _train(config, layout, print_line, on_step)
-        except TrainingDivergedError as error:
-            raise error.naming(DIVERGENCE_FLAGS) from error
+        return _train(config, layout, print_line, on_step)
 
 
 @contextlib.contextmanager
@@ -174,8 +167,14 @@ def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str
         logging.info("%s", report.summary())
     if config.precision_options.mp_report and layout.is_chief:
         write_rewrite_reports(built.rewrite_reports, config.precision_options.mp_report)
+    open_session = functools.partial(
+        start_session, built.session_ops, layout.is_chief, target,
+        layout.session_config(),
+        _restore_or_initialise(built, resume_from),
+    )
+    schedule = functools.partial(StepSchedule, config, print_line=print_line, on_step=on_step)
     try:
-        return _run_session(built, config, layout, target, resume_from, print_line, on_step)
+        return _run_session(built, config, layout.is_chief, open_session, schedule)
     except LOST_TASK_ERRORS as error:
         raise _lost_task_error(error, config, layout) from None
 
@@ -190,28 +189,28 @@ def _lost_task_error(error: tf.errors.OpError, config: TrainConfig, layout: Clus
     )
 
 
-def _run_session(built: TrainGraph, config: TrainConfig, layout: ClusterLayout, target: str,
-                 resume_from: Optional[str], print_line: Callable[[str], None],
-                 on_step: Optional[StepCallback]) -> TrainResult:
-    """Start the session (restoring ``resume_from``), run the loop, close the session (bounded: see ``close``)."""
+# Our loop's schedule around the steps, given the chief's summary writer and save (None on other workers).
+ScheduleOf = Callable[[Optional[tf1.summary.FileWriter], Optional[Callable[[int], str]]], StepSchedule]
+
+
+def _run_session(built: TrainGraph, config: TrainConfig, is_chief: bool, open_session: Callable[[], TrainingSession],
+                 schedule: ScheduleOf) -> TrainResult:
+    """Open the session (``open_session``: the chief restores or initialises), run the loop on ``schedule``, close
+    the session (bounded: see ``close``)."""
     with built.graph.as_default():
-        started = start_session(
-            built.session_ops, layout.is_chief, target,
-            layout.session_config(),
-            _restore_or_initialise(built, resume_from),
-        )
+        started = open_session()
         built.graph.finalize()
         # Checkpoints' .meta and TensorBoard get the live graph: no dead originals.
         live_graph = live_graph_def(built.graph, built.rewrite_reports)
         built = dataclasses.replace(built, saver=LiveGraphSaver(built.saver, built.graph, live_graph))
-        writer = _summary_writer(live_graph, config.train_dir) if layout.is_chief else None
+        writer = _summary_writer(live_graph, config.train_dir) if is_chief else None
         close_timeout = None
         try:
             if built.input_feed is not None:
                 built.input_feed.initialize(started.session)
             save = functools.partial(atomic_save, built.saver, started.session, config.train_dir,
-                                     max_to_keep=config.max_to_keep) if layout.is_chief else None
-            return _loop(built, started.session, StepSchedule(config, writer, save, print_line, on_step))
+                                     max_to_keep=config.max_to_keep) if is_chief else None
+            return _loop(built, started.session, schedule(writer, save))
         except LOST_TASK_ERRORS:
             close_timeout = LOST_TASK_CLOSE_SECS  # closing would wait for the lost task for ever
             raise

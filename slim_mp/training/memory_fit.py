@@ -4,7 +4,10 @@ A step that does not fit ends in TensorFlow's ``ResourceExhaustedError``, Python
 ``RuntimeError: can't start new thread`` once thread stacks no longer fit (in the graph build, the
 measured placement's timing, or any step); ``memory_exhaustion`` finds it in an exception's chain
 and ``out_of_memory_sentence`` says where it ran out, at which batch size and precision, and the
-``benchmark.py --memory_budget_mb`` command that finds the largest batch that fits.
+``benchmark.py --memory_budget_mb`` command that finds the largest batch that fits. The code that
+builds a step names it (``StepSettings``) and runs it inside ``out_of_memory_named``, which raises
+that sentence as an ``OutOfMemoryError``; the scripts' runner words memory that ran out elsewhere
+without the step.
 
 Some ends cannot be caught: TensorFlow's oneDNN convolution crashes (segfault) when its output
 cannot be allocated, and the kernel's OOM killer ends a process of a cgroup at its limit. So before
@@ -18,17 +21,20 @@ Leaves alone: what happens when the estimate is too low (the error or crash of t
 docs/operations.md says how to size the batch first.
 """
 
+import contextlib
 import dataclasses
 import errno
 import os
 import re
 import resource
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import tensorflow as tf
 from tensorflow.core.protobuf import device_properties_pb2
 from tensorflow.python.grappler import cluster as grappler_cluster
 from tensorflow.python.grappler import item as grappler_item
+
+from slim_mp.config_fields import ArgumentError, ArgumentText, argument
 
 tf1 = tf.compat.v1
 
@@ -54,8 +60,12 @@ _STATUS_FILE = "/proc/self/status"
 _CGROUP_FILES = {2: ("memory.max", "memory.current"), 1: ("memory.limit_in_bytes", "memory.usage_in_bytes")}
 
 
-class StepWillNotFitError(ValueError):
+class StepWillNotFitError(ArgumentError):
     """The train step's tensors alone need more memory than this process has left; the message names the fix."""
+
+
+class OutOfMemoryError(ArgumentError):
+    """Memory ran out while a step was built or run; the message says where, at which settings, and the fix."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,24 +163,26 @@ def memory_exhaustion(error: BaseException) -> Optional[BaseException]:
 
 @dataclasses.dataclass(frozen=True)
 class StepSettings:
-    """What sizes a step, as the command line gave it: network, batch size, precision, image size and its flag."""
+    """What sizes a step, as its caller gave it: network, batch size, precision, image size and the image size's
+    argument (``train_image_size``, ``eval_image_size``, ``image_size``)."""
 
     model_name: str
     batch_size: Optional[int]
     precision: str
     image_size: Optional[int] = None
-    image_size_flag: str = "--train_image_size"
+    image_size_argument: str = "train_image_size"
 
     def describe(self) -> str:
-        """``resnet_v1_50 at --batch_size=64 --train_image_size=224 in bfloat16``."""
-        sizes = f"--batch_size={self.batch_size}"
+        """``resnet_v1_50 at --batch_size=64 --train_image_size=224 in bfloat16`` (its arguments marked)."""
+        sizes = f"{argument('batch_size')}={self.batch_size}"
         if self.image_size is not None:
-            sizes += f" {self.image_size_flag}={self.image_size}"
+            sizes += f" {argument(self.image_size_argument)}={self.image_size}"
         return f"{self.model_name} at {sizes} in {self.precision}"
 
     def fix(self) -> str:
         """Lower the batch, and the ``benchmark.py`` command that finds the largest batch within a memory budget."""
-        lower = "--batch_size" if self.image_size is None else f"--batch_size (or {self.image_size_flag})"
+        lower = argument("batch_size") if self.image_size is None else \
+            f"{argument('batch_size')} (or {argument(self.image_size_argument)})"
         arguments = [f"--models={self.model_name}"]
         if self.precision != "float32":
             arguments.append(f"--precisions={self.precision}")
@@ -202,6 +214,22 @@ def out_of_memory_sentence(cause: BaseException, settings: Optional[StepSettings
     return f"out of memory ({_where(cause)}) with {settings.describe()}{limited}; {settings.fix()}"
 
 
+@contextlib.contextmanager
+def out_of_memory_named(settings: StepSettings) -> Iterator[None]:
+    """Raise memory that runs out inside the block (``memory_exhaustion``) as an ``OutOfMemoryError`` naming
+    ``settings``, this process's limit and the fix; other errors pass through unchanged.
+
+    Nested, the outermost names the step: it is the caller closest to what the user asked for (a parity
+    run's ``image_size``, not the ``train_image_size`` it passes on)."""
+    try:
+        yield
+    except Exception as error:  # re-raised below unless memory ran out (MemoryError is an Exception)
+        cause = memory_exhaustion(error)
+        if cause is None:
+            raise
+        raise OutOfMemoryError(out_of_memory_sentence(cause, settings, memory_limit())) from error
+
+
 def estimate_peak_bytes(fetch: tf.Operation) -> int:
     """TensorFlow's static estimate (grappler's memory model, one CPU device) of the bytes the tensors of one run
     of ``fetch`` hold at their peak. ``fetch``'s graph holds nothing else that runs."""
@@ -217,17 +245,18 @@ def estimate_peak_bytes(fetch: tf.Operation) -> int:
     return max((peak for peak, _ in peaks.values()), default=0)
 
 
-def check_step_fits(settings: StepSettings, build_step: Callable[[], tf.Operation], copies: int = 1) -> Optional[str]:
+def check_step_fits(settings: StepSettings, build_step: Callable[[], tf.Operation],
+                    copies: int = 1) -> Optional[ArgumentText]:
     """Before training: raise when the train step cannot fit what this process has left, warn when it may not.
 
     ``build_step`` builds, in a fresh default graph, one float32 train step of ``settings`` (its
     forward and backward pass); ``copies`` steps run at once (the clones). Nothing is built
     without a memory limit. The step cannot fit when its tensors alone (a low-precision step's: at
     least ``LOW_PRECISION_SHARE`` of the float32 estimate) exceed what is left; it may not when they
-    and the allocator's headroom (``ALLOCATOR_HEADROOM``) do. Returns that warning, or None.
+    and the allocator's headroom (``ALLOCATOR_HEADROOM``) do. Returns that warning (for a log line), or None.
 
     Raises:
-      StepWillNotFitError: naming ``--batch_size``, the estimate, the limit and the fix.
+      StepWillNotFitError: naming ``batch_size``, the estimate, the limit and the fix.
     """
     limit = memory_limit()
     if limit is None:
@@ -244,7 +273,7 @@ def check_step_fits(settings: StepSettings, build_step: Callable[[], tf.Operatio
             f"{least / GIB:.1f} GiB at their peak (TensorFlow's estimate), and this process has {limit.describe()}; "
             f"{settings.fix()}")
     if likely > limit.available:
-        return (f"the train step of {settings.describe()} may not fit: its tensors and the allocator's headroom "
-                f"need about {likely / GIB:.1f} GiB (TensorFlow's estimate), and this process has "
-                f"{limit.describe()}; if it runs out of memory, {settings.fix()}")
+        return ArgumentText(f"the train step of {settings.describe()} may not fit: its tensors and the allocator's "
+                            f"headroom need about {likely / GIB:.1f} GiB (TensorFlow's estimate), and this process has "
+                            f"{limit.describe()}; if it runs out of memory, {settings.fix()}")
     return None

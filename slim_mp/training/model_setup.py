@@ -6,6 +6,7 @@ from typing import Callable, Optional, Tuple
 
 from nets import nets_factory
 from nets.preprocessing import cifarnet_preprocessing, preprocessing_factory
+from slim_mp.config_fields import ArgumentError, argument
 
 
 def check_model_name(model_name: str) -> None:
@@ -55,8 +56,9 @@ def network_and_preprocessing(
 
 
 def check_training_crop(preprocessing_name: str, image_size: int, image_shape: Tuple[Optional[int], ...],
-                        flag: str) -> None:
-    """Raise ValueError naming ``flag`` when CifarNet's training preprocessing cannot crop ``image_size`` from
+                        argument_name: str) -> None:
+    """Raise ``ArgumentError`` naming the argument ``argument_name`` (the image size's) when CifarNet's training
+    preprocessing cannot crop ``image_size`` from
     the data set's images: it pads ``PADDING`` pixels a side and random-crops, never resizes (TensorFlow
     would stop at the first batch with an assertion deep in the input pipeline)."""
     if preprocessing_factory.PREPROCESSING_MODULES.get(preprocessing_name) is not cifarnet_preprocessing:
@@ -66,29 +68,33 @@ def check_training_crop(preprocessing_name: str, image_size: int, image_shape: T
         return
     largest = min(height, width) + 2 * cifarnet_preprocessing.PADDING
     if image_size > largest:
-        raise ValueError(
-            f"{flag}={image_size} is larger than the {preprocessing_name} preprocessing can crop from this data "
+        named = argument(argument_name)
+        raise ArgumentError(
+            f"{named}={image_size} is larger than the {preprocessing_name} preprocessing can crop from this data "
             f"set's {height}x{width} images (padded by {cifarnet_preprocessing.PADDING} a side: at most {largest}); "
-            f"pass {flag}={largest} or less, or a preprocessing that resizes (e.g. --preprocessing_name=inception)."
+            f"pass {named}={largest} or less, or a preprocessing that resizes (e.g. "
+            f"{argument('preprocessing_name')}=inception)."
         )
 
 
-def input_size(requested: Optional[int], network_fn: Callable, flag: str) -> int:
-    """Return ``requested`` or, when unset, the network's default input size."""
+def input_size(requested: Optional[int], network_fn: Callable, argument_name: str) -> int:
+    """Return ``requested`` (the argument ``argument_name``) or, when unset, the network's default input size."""
     size = requested or network_fn.default_image_size
     if not size:
-        raise ValueError(f"network {network_fn.__name__} has no default input size; set {flag}.")
+        raise ArgumentError(f"network {network_fn.__name__} has no default input size; set {argument(argument_name)}.")
     return size
 
 
-def prepare_output_dir(path: str, flag: str) -> None:
-    """Create ``path`` if needed and check that files can be written there; ValueError naming ``flag`` otherwise."""
+def prepare_output_dir(path: str, argument_name: str) -> None:
+    """Create ``path`` if needed and check that files can be written there; ``ArgumentError`` naming the argument
+    ``argument_name`` otherwise."""
     if not path:
-        raise ValueError(f"{flag} is empty; pass a folder to write to.")
+        raise ArgumentError(f"{argument(argument_name)} is empty; pass a folder to write to.")
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as error:
         reason = error.strerror or type(error).__name__
-        raise ValueError(f"{flag}={path} is not a writable folder ({reason}); pass one you can write to.") from error
+        raise ArgumentError(f"{argument(argument_name)}={path} is not a writable folder ({reason}); pass one you can "
+                            "write to.") from error

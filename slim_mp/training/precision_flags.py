@@ -15,6 +15,10 @@ from slim_mp.json_files import write_json_atomically
 from slim_mp.loss_scale import DYNAMIC, DynamicLossScale, LossScaleManager, make_loss_scale_manager, parse_loss_scale
 from slim_mp.precision import precision_name
 
+# The flags whose names differ from the library arguments they set (``--mp_debug_nonfinite`` sets
+# ``enable_mixed_precision(debug_nonfinite=...)``): how a script's ``error:`` line names those arguments.
+FLAG_NAMES = {"debug_nonfinite": "mp_debug_nonfinite"}
+
 
 @dataclasses.dataclass(frozen=True)
 class PrecisionOptions:

@@ -7,7 +7,7 @@ line) is ``slim_mp.seams.step_watch``, the same one ``slim_mp.train_step`` and `
 a progress line every ``--log_every_n_steps`` steps and after the last, and on the chief a
 checkpoint every ``--save_interval_secs``.
 
-Leaves alone: how a checkpoint is written (``checkpoint_save``) and the saves on the way out (``loop``).
+Leaves alone: how a checkpoint is written (``slim_mp.train_dir``) and the saves on the way out (``loop``).
 """
 
 import dataclasses
@@ -61,7 +61,7 @@ class StepSchedule:
         self.steps_run += 1
         self.step = int(values["step"])
         if self.on_step is not None:
-            self.on_step(dict(watch.last_values))
+            self.on_step(dict(watch.stage.last_values))
         if self._summary_due:
             self.writer.add_summary(values["summary"], self.step)
             self._last_summary = self._step_started

@@ -1,6 +1,6 @@
 """What our loop saves when it stops early: Ctrl-C, SIGTERM, or input data that breaks mid-run.
 
-Each ends with the chief saving the current step (atomically, ``checkpoint_save``) and one error
+Each ends with the chief saving the current step (atomically, ``slim_mp.train_dir``) and one error
 saying what it saved, so no completed step is lost however the run stops. A data error is a
 ``DataLossError`` (a damaged or truncated shard), an ``InvalidArgumentError`` the divergence checks
 did not raise (an undecodable image, a bad label), a ``NotFoundError`` (a shard removed, its folder
@@ -18,6 +18,7 @@ from typing import Callable, ContextManager, Iterator, Optional, Sequence, Tuple
 import tensorflow as tf
 from absl import logging
 
+from slim_mp.config_fields import marked_message
 from slim_mp.datasets import InputDataError
 from slim_mp.seams import DATA_ERRORS, Terminated, tensorflow_reason
 from slim_mp.training.step_schedule import StepSchedule
@@ -34,10 +35,11 @@ def _save_current(read_step: Callable[[], int], schedule: StepSchedule, why: str
 
 
 def _data_failure(error: Exception) -> str:
-    """What the reader's mapping said (a ValueError naming the file), or the reason in TensorFlow's error."""
+    """What the reader's mapping said (a ValueError naming the file; its arguments still marked), or the reason in
+    TensorFlow's error."""
     if isinstance(error, tf.errors.OpError):
         return f"reading the input failed ({tensorflow_reason(error)})"
-    return str(error).rstrip(".")
+    return marked_message(error).rstrip(".")
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
+from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.training.served_names import INPUT_NAME, OUTPUT_NAMES
 
 INSTALL_LITERT = "pip install 'ai-edge-litert==2.3.0' (or `pip install -e .[tflite]`, or `make install`)"
@@ -80,24 +81,26 @@ def _interpreter_class() -> type:
     return Interpreter
 
 
-def load_tflite_model(path: str, flag: str) -> TFLiteModel:
-    """Load ``path`` in a LiteRT interpreter using every CPU this process may run on; ValueError naming ``flag``
-    for a missing file, a file that is not a TensorFlow Lite model, or one without our input and outputs."""
+def load_tflite_model(path: str, argument_name: str) -> TFLiteModel:
+    """Load ``path`` in a LiteRT interpreter using every CPU this process may run on; ``ArgumentError`` naming the
+    argument ``argument_name`` for a missing file, a file that is not a TensorFlow Lite model, or one without our
+    input and outputs."""
+    named = argument(argument_name)
     interpreter_class = _interpreter_class()
     if not os.path.isfile(path):
-        raise ValueError(f"{flag}={path} does not exist; pass a .tflite file export_inference_graph.py wrote.")
+        raise ArgumentError(f"{named}={path} does not exist; pass a .tflite file export_inference_graph.py wrote.")
     try:
         interpreter = interpreter_class(model_path=path, num_threads=len(os.sched_getaffinity(0)))
         interpreter.allocate_tensors()
     except (ValueError, RuntimeError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f"{flag}={path} is not a TensorFlow Lite model LiteRT can run ({reason}); pass a .tflite "
+        raise ArgumentError(f"{named}={path} is not a TensorFlow Lite model LiteRT can run ({reason}); pass a .tflite "
                          "file export_inference_graph.py wrote.") from error
     inputs = interpreter.get_input_details()
     outputs = {detail["name"]: detail["index"] for detail in interpreter.get_output_details()}
     missing = [name for name in OUTPUT_NAMES if name not in outputs]
     if len(inputs) != 1 or inputs[0]["name"] != INPUT_NAME or missing:
-        raise ValueError(f"{flag}={path} is not an image classifier of export_inference_graph.py (input "
+        raise ArgumentError(f"{named}={path} is not an image classifier of export_inference_graph.py (input "
                          f"{[detail['name'] for detail in inputs]}, outputs {sorted(outputs)}; expected input "
                          f"'{INPUT_NAME}' and outputs {', '.join(OUTPUT_NAMES)}).")
     is_int8 = any(detail["dtype"] == np.int8 for detail in interpreter.get_tensor_details())

@@ -6,12 +6,13 @@ from typing import Optional, Tuple
 from absl import logging
 
 from slim_mp.config_fields import option
-from slim_mp.training.checkpoint_state import MAX_TO_KEEP
+from slim_mp.train_dir import MAX_TO_KEEP
 from slim_mp.training.data_model_options import DataModelOptions
 from slim_mp.distribute import CloneDevices, ClusterLayout, make_cluster_layout
 from slim_mp.graph_pass import RewriteOptions
 from slim_mp.training.fault_injection import check_fault_steps
 from slim_mp.training.learning_rate import LearningRateSettings, check_decay_type
+from slim_mp.training.memory_fit import StepSettings
 from slim_mp.training.optimizers import OptimizerSettings, check_optimizer_name
 from slim_mp.training.precision_flags import LossScaleOptions
 
@@ -86,6 +87,12 @@ class TrainConfig(DataModelOptions):
     optimizer_settings: OptimizerSettings = dataclasses.field(default_factory=OptimizerSettings)
     learning_rate_settings: LearningRateSettings = dataclasses.field(default_factory=LearningRateSettings)
     loss_scale_options: LossScaleOptions = dataclasses.field(default_factory=LossScaleOptions)
+
+
+def train_step_settings(config: TrainConfig) -> StepSettings:
+    """What sizes ``config``'s train step, for the errors of a step that does not fit."""
+    return StepSettings(config.model_name, config.batch_size, config.precision_options.precision,
+                        config.train_image_size, "train_image_size")
 
 
 def cluster_layout(config: TrainConfig) -> ClusterLayout:

@@ -22,14 +22,14 @@ from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.training.fault_injection import inject_nonfinite_gradients
 from slim_mp.training.input_pipeline import InputFeed, InputOptions, make_fed_iterator
 from slim_mp.training.learning_rate import make_learning_rate
-from slim_mp.training.memory_fit import StepSettings, check_step_fits
+from slim_mp.training.memory_fit import check_step_fits
 from slim_mp.mixed_precision import MixedPrecisionOptimizer, enable_mixed_precision
 from slim_mp.numerics import NonfiniteProbe, graph_probes
 from slim_mp.training.model_setup import check_training_crop, input_size, network_and_preprocessing
 from slim_mp.training.optimizers import make_optimizer
 from slim_mp.training.scopes import parse_scopes
 from slim_mp.training.session_start import SessionOps, make_session_ops
-from slim_mp.training.train_config import TrainConfig
+from slim_mp.training.train_config import TrainConfig, train_step_settings
 
 tf1 = tf.compat.v1
 
@@ -171,9 +171,9 @@ def _model_fn(iterator: tf1.data.Iterator, network_fn, inputs_device: str, num_c
 def training_input_iterator(config: TrainConfig, dataset: DatasetSpec, preprocess, network_fn,
                             inputs_device: str) -> Tuple[tf1.data.Iterator, Optional[InputFeed]]:
     """The training batches of this worker (its shard of the data when there are several workers), and their feed."""
-    image_size = input_size(config.train_image_size, network_fn, "--train_image_size")
+    image_size = input_size(config.train_image_size, network_fn, "train_image_size")
     check_training_crop(config.preprocessing_name or config.model_name, image_size, dataset.image_shape,
-                        "--train_image_size")
+                        "train_image_size")
     options = InputOptions(
         batch_size=config.batch_size,
         image_size=image_size,
@@ -243,9 +243,7 @@ def _check_memory(config: TrainConfig, batch_spec: Tuple[tf.TensorSpec, tf.Tenso
         gradients = tf.gradients(tf1.losses.get_total_loss(), tf1.trainable_variables())
         return tf.group(*[gradient for gradient in gradients if gradient is not None])
 
-    settings = StepSettings(config.model_name, config.batch_size, config.precision_options.precision,
-                            config.train_image_size)
-    warning = check_step_fits(settings, float32_step, config.num_clones)
+    warning = check_step_fits(train_step_settings(config), float32_step, config.num_clones)
     if warning:
         logging.warning("%s", warning)
 

@@ -7,6 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from argument_errors import raises_naming
 from datasets_support import encode_images, read_all
 from script_runs import REPO_ROOT, check_bad_input, run_script
 from slim_mp.datasets import convert_image_folder, get_dataset
@@ -146,7 +147,7 @@ def test_cli_rejects_a_flag_value_of_the_wrong_type(tmp_path):
 ])
 def test_bad_arguments_are_rejected_before_any_work(tmp_path, output_name, options, message):
     make_folder(str(tmp_path / "photos"), CLASSES[:2])
-    with pytest.raises(ValueError, match=message):
+    with raises_naming(message):
         convert_image_folder(str(tmp_path / "photos"), str(tmp_path / output_name), **options)
     assert sorted(os.listdir(tmp_path)) == ["photos"]
 

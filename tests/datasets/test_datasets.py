@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from argument_errors import raises_naming
 from datasets_support import encode_images, read_all, three_class_image_folder, write_idx
 from slim_mp.datasets import (
     InputDataError, fashion_mnist, get_dataset, idx_format, labels_file, tfrecord_format, tfrecord_reader,
@@ -150,7 +151,7 @@ def test_official_metadata_and_file_names(name, tmp_path):
         spec = get_dataset(name, split_name, str(tmp_path))
         assert (spec.name, spec.split, spec.num_samples, spec.num_classes) == (name, split_name, size, num_classes)
         assert spec.files == (str(tmp_path / file_name.format(split=split_name)),)
-    with pytest.raises(ValueError, match="--dataset_split_name"):
+    with raises_naming("--dataset_split_name"):
         get_dataset(name, "no_such_split", str(tmp_path))
 
 
@@ -184,8 +185,8 @@ def test_labels_file_round_trip_and_malformed_line(tmp_path):
     ("fashion_mnist", "validation", None, "no split 'validation'"),
     ("image_folder", "train", None, "set --dataset_dir"),
 ])
-def test_factory_errors_name_the_flag(name, split_name, dataset_dir, message):
-    with pytest.raises(ValueError, match=message):
+def test_factory_errors_name_the_argument_a_script_reads_as_its_flag(name, split_name, dataset_dir, message):
+    with raises_naming(message):
         get_dataset(name, split_name, dataset_dir)
 
 

@@ -19,7 +19,7 @@ from script_runs import REPO_ROOT, abort_after, finish_or_show_stacks, script_en
 from test_local_cluster import (
     CLUSTER_ARGS, CLUSTER_TIMEOUT_S, DYNAMIC_ARGS, LINE, SYNC_ARGS, start_cluster, wait_for_line,
 )
-from slim_mp.training.checkpoint_state import checkpoint_step
+from slim_mp.train_dir.checkpoint_state import checkpoint_step
 
 # A worker that lost its parameter server must stop within this many seconds.
 LOST_PS_EXIT_S = 60

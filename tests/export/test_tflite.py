@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from argument_errors import raises_naming
 from script_runs import (
     EVAL_SCRIPT, REPO_ROOT, TRAIN_SCRIPT, check_bad_input, check_ok, evaluated_lenet, run_script, trained_lenet,
 )
@@ -86,7 +87,7 @@ def outputs(exports) -> dict:
     images = lenet_inputs()
     found = {"frozen": frozen_outputs(exports["frozen"], images)}
     for kind in KINDS:
-        found[kind] = load_tflite_model(exports[kind], "--checkpoint_path").outputs(images)
+        found[kind] = load_tflite_model(exports[kind], "checkpoint_path").outputs(images)
     return found
 
 
@@ -104,7 +105,7 @@ def test_low_precision_models_agree_with_the_frozen_graphs_top1(outputs, kind, m
 
 def test_models_keep_the_frozen_graphs_names_dtypes_and_any_batch(exports, outputs):
     for kind in KINDS:
-        model = load_tflite_model(exports[kind], "--checkpoint_path")
+        model = load_tflite_model(exports[kind], "checkpoint_path")
         details = {detail["name"]: detail for detail in model.interpreter.get_output_details()}
         assert model.input_shape == (-1, 28, 28, 1), kind
         assert {name: details[name]["dtype"] for name in details} == {
@@ -215,15 +216,15 @@ def test_eval_refusals_of_a_tflite_model_are_one_error_line(exports, tmp_path, a
 def test_a_file_that_is_not_a_tflite_model_is_named(tmp_path):
     path = tmp_path / "model.tflite"
     path.write_text("not a flatbuffer")
-    with pytest.raises(ValueError, match=f"^--checkpoint_path={path} is not a TensorFlow Lite model LiteRT can run"):
-        load_tflite_model(str(path), "--checkpoint_path")
+    with raises_naming(f"^--checkpoint_path={re.escape(str(path))} is not a TensorFlow Lite model LiteRT can run"):
+        load_tflite_model(str(path), "checkpoint_path")
 
 
 def test_without_litert_the_error_names_the_install_command(exports, monkeypatch):
     monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)  # what a missing package gives: ImportError
     with pytest.raises(ValueError, match=r"LiteRT, which is not installed .*; install it: pip install "
                                          r"'ai-edge-litert==2\.3\.0'"):
-        load_tflite_model(exports["float32"], "--checkpoint_path")
+        load_tflite_model(exports["float32"], "checkpoint_path")
 
 
 def test_quantization_aware_training_is_refused_naming_post_training_quantization():
@@ -267,7 +268,7 @@ def test_trained_lenet_meets_the_issue_bounds_and_the_eval_script_reads_its_mode
         check_ok(run_script(EVAL_SCRIPT, f"--checkpoint_path={path}", f"--eval_dir={eval_dir}", *LENET, *flags))
         with open(os.path.join(eval_dir, "metrics.json"), encoding="utf-8") as handle:
             accuracy = json.load(handle)["accuracy"]
-        logits = load_tflite_model(path, "--checkpoint_path").outputs(lenet_inputs())["logits"]
+        logits = load_tflite_model(path, "checkpoint_path").outputs(lenet_inputs())["logits"]
         assert accuracy == pytest.approx(np.mean(top1_hits_as_in_top_k(logits, TEST_LABELS)), abs=1e-12), kind
         assert accuracy >= rows[kind][1] - 0.00005  # the table's top-1 is argmax's: the first of tied logits only
 
@@ -314,7 +315,7 @@ def test_a_model_exported_with_a_fixed_batch_runs_any_batch_in_chunks(lenet_dir,
     path = str(tmp_path / "lenet_batch7.tflite")
     export_model(_export_config(checkpoint_path=lenet_dir, output_file=path, batch_size=7),
                  print_line=lambda line: None)
-    model = load_tflite_model(path, "--checkpoint_path")
+    model = load_tflite_model(path, "checkpoint_path")
     assert model.input_shape == (7, 28, 28, 1)
     found = model.outputs(lenet_inputs()[:20])  # chunks of 7, 7 and 6 (padded to 7)
     np.testing.assert_allclose(found["probabilities"], outputs["float32"]["probabilities"][:20],

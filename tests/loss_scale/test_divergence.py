@@ -3,13 +3,14 @@
 import pytest
 import tensorflow as tf
 
-from slim_mp.loss_scale.divergence import (LOSS_CHECK, LOSS_SCALE_GUARD, NONFINITE_SUMMARY, ArgumentNames,
-                                           TrainingDivergedError, loss_check, read_divergence, with_diagnosis)
+from slim_mp.config_fields import ArgumentError, ArgumentText, command_line_message
+from slim_mp.loss_scale.divergence import (LOSS_CHECK, LOSS_SCALE_GUARD, NONFINITE_SUMMARY, TrainingDivergedError,
+                                           loss_check, read_divergence, with_diagnosis)
 from slim_mp.loss_scale.skip_monitor import divergence_guard
+from slim_mp.training.precision_flags import FLAG_NAMES
 
 tf1 = tf.compat.v1
 LOSS_SENTENCE = "The loss is inf or NaN; lower the optimizer's learning rate or check the input data"
-FLAGS = ArgumentNames(learning_rate="--learning_rate", debug_nonfinite="--mp_debug_nonfinite")
 DIAGNOSIS = "the first non-finite value came from op 'net/conv1/Conv2D_fp16' (forward pass), at loss scale 8"
 
 
@@ -36,25 +37,26 @@ def _failed_guard():
 
 def test_a_failed_loss_check_reads_as_the_loss_check():
     divergence = read_divergence(_failed_loss_check())
-    assert (divergence.check, divergence.sentence(), divergence.diagnosis) == (LOSS_CHECK, LOSS_SENTENCE, None)
+    assert (divergence.check, str(ArgumentText(divergence.sentence())), divergence.diagnosis) == (
+        LOSS_CHECK, LOSS_SENTENCE, None)
     error = TrainingDivergedError(divergence, 12, 128.0)
     assert str(error) == f"{LOSS_SENTENCE} (at step 12 with loss scale 128)."
-    assert (error.step, error.loss_scale) == (12, 128.0) and isinstance(error, ValueError)
+    assert (error.step, error.loss_scale) == (12, 128.0) and isinstance(error, ArgumentError)
+    assert error.arguments == ("learning_rate",)
 
 
 def test_a_script_names_its_flags_where_the_library_names_its_arguments():
     error = TrainingDivergedError(with_diagnosis_read(_failed_loss_check()), 3, None)
     assert str(error) == (f"{LOSS_SENTENCE} (at step 3). Diagnosis (debug_nonfinite=True): {DIAGNOSIS}.")
-    flagged = error.naming(FLAGS)
-    assert str(flagged) == ("The loss is inf or NaN; lower --learning_rate or check the input data (at step 3). "
-                            f"Diagnosis (--mp_debug_nonfinite): {DIAGNOSIS}.")
-    assert (flagged.divergence, flagged.step, flagged.loss_scale) == (error.divergence, 3, None)
+    assert command_line_message(error, FLAG_NAMES) == (
+        "The loss is inf or NaN; lower --learning_rate or check the input data (at step 3). "
+        f"Diagnosis (--mp_debug_nonfinite): {DIAGNOSIS}.")
 
 
 def test_the_loss_scale_guard_reads_as_the_guard_with_its_whole_sentence():
     divergence = read_divergence(_failed_guard())
     assert divergence.check == LOSS_SCALE_GUARD and divergence.diagnosis is None
-    assert divergence.sentence() == (
+    assert str(ArgumentText(divergence.sentence())) == (
         "Training diverged: 3 steps in a row were skipped with the loss scale at its minimum (1), because the "
         "gradients of 1 variable(s) hold inf or NaN even unscaled, first: conv1/weights. Run these layers in "
         "bfloat16, or add the ops that feed them to the float16 deny list.")

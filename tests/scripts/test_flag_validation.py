@@ -3,7 +3,7 @@
 import pytest
 import tensorflow as tf
 
-from script_runs import LENET_ARGS, TRAIN_SCRIPT, check_ok, run_script
+from script_runs import LENET_ARGS, TRAIN_SCRIPT, check_bad_input, check_ok, run_script
 from slim_mp.loss_scale.divergence import TrainingDivergedError, read_divergence
 from slim_mp.loss_scale.skip_monitor import divergence_guard
 
@@ -107,3 +107,28 @@ def test_the_loss_scale_guard_becomes_one_line_with_the_step():
         "gradients of 1 variable(s) hold inf or NaN even unscaled, first: weight. Run these layers in bfloat16, or "
         "add the ops that feed them to the float16 deny list (at step 7)."
     )
+
+
+# A program run as every script runs its main (slim_mp.training.cli.run): a library log line and a library error
+# naming arguments (one whose flag has another name).
+LIBRARY_NAMES = """
+from absl import logging
+from slim_mp.config_fields import ArgumentError, ArgumentText, argument
+from slim_mp.training import cli
+
+
+def main():
+    logging.warning("%s", ArgumentText(f"{argument('train_dir')}=runs/a: taking over the lock"))
+    raise ArgumentError(f"{argument('debug_nonfinite', reads='debug_nonfinite=True')} needs float16")
+
+
+cli.run(main)
+"""
+
+
+def test_the_runner_names_the_scripts_flags_in_library_log_lines_and_errors(tmp_path):
+    program = tmp_path / "library_names.py"
+    program.write_text(LIBRARY_NAMES)
+    process = run_script(str(program))
+    check_bad_input(process, "error: --mp_debug_nonfinite needs float16")
+    assert any(line.endswith("--train_dir=runs/a: taking over the lock") for line in process.stderr.splitlines())

@@ -73,22 +73,18 @@ def test_a_batch_that_cannot_fit_the_address_space_is_one_error_before_the_build
     assert not any(name.startswith("model.ckpt") for name in os.listdir(tmp_path / "train"))
 
 
-# A program run the way every script runs its main (slim_mp.training.cli.run), whose step allocates 16 GiB.
+# A program run the way every script runs its main (slim_mp.training.cli.run), whose step allocates 16 GiB; it names
+# its step as the training, evaluation and export functions name theirs.
 STEP_OUT_OF_MEMORY = """
 import tensorflow as tf
-from absl import flags
-from slim_mp.training import cli
-
-flags.DEFINE_string("model_name", "lenet", "The network.")
-flags.DEFINE_integer("batch_size", 64, "Images per step.")
-flags.DEFINE_string("precision", "bfloat16", "The precision.")
+from slim_mp.training import StepSettings, cli, out_of_memory_named
 
 
 def main():
     graph = tf.Graph()
     with graph.as_default():
         step = tf.reduce_sum(tf.random.uniform([2 ** 32]))
-    with tf.compat.v1.Session(graph=graph) as session:
+    with out_of_memory_named(StepSettings("lenet", 64, "bfloat16")), tf.compat.v1.Session(graph=graph) as session:
         session.run(step)
 
 

@@ -11,9 +11,9 @@ import sys
 import pytest
 import tensorflow as tf
 
-from slim_mp.folder_lock import TrainDirInUseError
+from slim_mp.train_dir.folder_lock import TrainDirInUseError
 from slim_mp.loss_scale import NONFINITE_LOSS, TrainingDivergedError
-from slim_mp.seams.error_lines import install_error_lines
+from slim_mp.seams.error_lines import ERROR_LINES_ENV, install_error_lines
 
 tf1 = tf.compat.v1
 
@@ -43,6 +43,23 @@ def test_installing_twice_chains_one_hook(hooked):
     hook, _ = hooked
     install_error_lines()
     assert sys.excepthook is hook
+
+
+def test_opting_out_installs_neither_the_hook_nor_the_logger_filter(monkeypatch):
+    """``$SLIM_MP_ERROR_LINES=0`` (before ``import slim_mp``, whose seams call ``install_error_lines``)."""
+    python_hook = lambda *args: None  # noqa: E731  (stands for Python's own)
+    monkeypatch.setattr(sys, "excepthook", python_hook)
+    logger = logging.getLogger("tensorflow")
+    monkeypatch.setattr(logger, "filters", [])
+    monkeypatch.setenv(ERROR_LINES_ENV, "0")
+    install_error_lines()
+    assert sys.excepthook is python_hook and logger.filters == []
+    monkeypatch.setenv(ERROR_LINES_ENV, "1")
+    install_error_lines()
+    assert getattr(sys.excepthook, "prints_one_line", False) and len(logger.filters) == 1
+    monkeypatch.setenv(ERROR_LINES_ENV, "off")
+    with pytest.raises(ValueError, match=r"^\$SLIM_MP_ERROR_LINES='off' is neither 0 nor 1; set it to 0"):
+        install_error_lines()
 
 
 class _Records(logging.Handler):

@@ -13,8 +13,12 @@ import tensorflow as tf
 
 import slim_mp
 import tiny_model
-from slim_mp.folder_lock import LOCK_FILENAME, TrainDirInUseError
 from slim_mp.seams.error_lines import one_line
+from slim_mp.seams.official_loops import OfficialLoop
+from slim_mp.seams.train_dir_guard import damaged_checkpoint_error
+from slim_mp.train_dir import find_resume_checkpoint
+from slim_mp.train_dir.checkpoint_state import write_state
+from slim_mp.train_dir.folder_lock import LOCK_FILENAME, TrainDirInUseError
 
 tf1 = tf.compat.v1
 
@@ -53,6 +57,55 @@ def test_with_no_intact_checkpoint_left_the_state_file_goes_and_a_loop_starts_ov
     _truncate(str(tmp_path), "model.ckpt-3")
     assert slim_mp.set_aside_damaged_checkpoints(str(tmp_path)) == ("model.ckpt-3",)
     assert tf.train.get_checkpoint_state(str(tmp_path)) is None
+
+
+def _state_garbage(train_dir: str) -> None:
+    with open(os.path.join(train_dir, "checkpoint"), "w", encoding="utf-8") as handle:
+        handle.write("garbage {")
+
+
+def _newest_unlisted(train_dir: str) -> None:
+    """Killed after model.ckpt-10's index was written, before the state file named it."""
+    write_state(train_dir, ["model.ckpt-0", "model.ckpt-5"])
+
+
+def _interrupted_newer_save(train_dir: str) -> None:
+    """Killed while writing model.ckpt-15: a data file, no index, not listed."""
+    with open(os.path.join(train_dir, "model.ckpt-15.data-00000-of-00001"), "wb") as handle:
+        handle.write(b"partial")
+
+
+# (how the folder of checkpoints 0, 5 and 10 is damaged, the checkpoint a resume must take)
+FOLDERS = {
+    "newest truncated": (lambda train_dir: _truncate(train_dir, "model.ckpt-10"), "model.ckpt-5"),
+    "two newest truncated": (
+        lambda train_dir: [_truncate(train_dir, prefix) for prefix in ("model.ckpt-10", "model.ckpt-5")],
+        "model.ckpt-0"),
+    "state file damaged": (_state_garbage, "model.ckpt-10"),
+    "newest not yet listed": (_newest_unlisted, "model.ckpt-10"),
+    "newest truncated, not yet listed": (
+        lambda train_dir: (_newest_unlisted(train_dir), _truncate(train_dir, "model.ckpt-10")), "model.ckpt-5"),
+    "an interrupted newer save": (_interrupted_newer_save, "model.ckpt-10"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOLDERS))
+def test_our_resume_and_a_users_loop_take_the_same_checkpoint_of_the_same_folder(case, tmp_path):
+    """One survey for both: our loop's resume pick, and the state file a user's loop restores from once the seam's
+    error said what to do (``set_aside_damaged_checkpoints``), name the same checkpoint."""
+    damage, expected = FOLDERS[case]
+    ours, users = str(tmp_path / "ours"), str(tmp_path / "users")
+    for train_dir in (ours, users):  # built alike (a copy would keep the absolute paths a Saver writes)
+        os.mkdir(train_dir)
+        _checkpoints(train_dir)
+        damage(train_dir)
+
+    assert find_resume_checkpoint(ours) == os.path.join(ours, expected)
+    error = damaged_checkpoint_error(OfficialLoop("slim.learning.train", "logdir", users, True))
+    assert error is None or f"; {expected} is intact: call slim_mp.set_aside_damaged_checkpoints" in str(error)
+    slim_mp.set_aside_damaged_checkpoints(users)
+    assert tf.train.latest_checkpoint(users) == os.path.join(users, expected)
+    assert tf.train.latest_checkpoint(ours) == os.path.join(ours, expected)
 
 
 def test_monitored_training_session_on_a_damaged_checkpoint_reads_as_one_sentence_with_the_way_forward(tmp_path):

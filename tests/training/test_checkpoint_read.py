@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from argument_errors import raises_naming
+from slim_mp.config_fields import command_line_message
 from slim_mp.training import checkpoint_read
 from slim_mp.training.checkpoint_read import read_checkpoint_values
-from slim_mp.training.checkpoint_save import atomic_save
+from slim_mp.train_dir.checkpoint_save import atomic_save
 
 tf1 = tf.compat.v1
 
@@ -50,7 +52,7 @@ def test_a_folder_gives_the_newest_values_and_the_step_of_the_same_checkpoint(tm
     trainer = Trainer(str(tmp_path))
     for _ in range(3):
         trainer.save_next()
-    read = read_checkpoint_values(str(tmp_path), model_variables(), "--eval_image_size")
+    read = read_checkpoint_values(str(tmp_path), model_variables(), "eval_image_size")
     assert (read.prefix, read.global_step) == (os.path.join(str(tmp_path), "model.ckpt-3"), 3)
     np.testing.assert_equal(read.values["value"], 3.0)
 
@@ -62,7 +64,7 @@ def test_a_checkpoint_removed_during_its_read_is_vanished_not_damaged_nor_anothe
     before = checkpoint_read._folder_state(str(tmp_path))
     for path in glob.glob(os.path.join(str(tmp_path), "model.ckpt-1.*")):
         os.remove(path)
-    inspect = checkpoint_read._inspection(model_variables(), "--eval_image_size", before, {})
+    inspect = checkpoint_read._inspection(model_variables(), "eval_image_size", before, {})
     with pytest.raises(checkpoint_read._Vanished):
         inspect(str(tmp_path), "model.ckpt-1")
 
@@ -74,7 +76,7 @@ def test_a_damaged_checkpoint_in_an_unchanged_folder_is_damage_and_the_previous_
     (data_file,) = glob.glob(os.path.join(str(tmp_path), "model.ckpt-2.data-*"))
     with open(data_file, "r+b") as handle:
         handle.truncate(2)
-    read = read_checkpoint_values(str(tmp_path), model_variables(), "--eval_image_size")
+    read = read_checkpoint_values(str(tmp_path), model_variables(), "eval_image_size")
     assert read.global_step == 1 and float(read.values["value"]) == 1.0
 
 
@@ -90,8 +92,8 @@ def test_a_readable_checkpoint_of_another_model_names_the_flag_and_is_not_retrie
     with tf.Graph().as_default():
         model = {name: tf1.Variable(np.zeros(shape, np.float32), name=name.replace("/", "_"))
                  for name, shape in variables.items()}
-    with pytest.raises(ValueError, match=message):
-        read_checkpoint_values(str(tmp_path), model, "--eval_image_size")
+    with raises_naming(message):
+        read_checkpoint_values(str(tmp_path), model, "eval_image_size")
 
 
 def test_a_named_checkpoint_removed_during_its_read_is_one_error_saying_so(tmp_path, monkeypatch):
@@ -110,9 +112,9 @@ def test_a_named_checkpoint_removed_during_its_read_is_one_error_saying_so(tmp_p
         return state
 
     monkeypatch.setattr(checkpoint_read, "_folder_state", look_then_rotate)
-    with pytest.raises(ValueError) as raised:
-        read_checkpoint_values(prefix, model_variables(), "--eval_image_size")
-    assert str(raised.value) == (
+    with raises_naming("was removed while it was read") as raised:
+        read_checkpoint_values(prefix, model_variables(), "eval_image_size")
+    assert command_line_message(raised.value) == (
         f"--checkpoint_path={prefix} was removed while it was read (a training run's checkpoint rotation keeps only "
         f"its newest --max_to_keep); pass the folder {tmp_path} to evaluate its newest checkpoint."
     )
@@ -134,7 +136,7 @@ def test_reads_racing_a_trainer_that_rotates_every_save_give_one_checkpoints_val
     try:
         for _ in range(30):
             try:
-                read = read_checkpoint_values(str(tmp_path), model_variables(), "--eval_image_size")
+                read = read_checkpoint_values(str(tmp_path), model_variables(), "eval_image_size")
             except ValueError as error:
                 assert "checkpoint rotation removed each checkpoint taken" in str(error), str(error)
                 outcomes.append("rotation error")

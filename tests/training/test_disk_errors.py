@@ -15,13 +15,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from argument_errors import raises_naming
 from script_runs import (
     EVAL_SCRIPT, LENET_ARGS, TRAIN_SCRIPT, check_bad_input, check_ok, checkpoint_tensor, finish_or_show_stacks,
     run_script, script_env,
 )
-from slim_mp.training.checkpoint_save import atomic_save
-from slim_mp.training.checkpoint_state import TEMP_DIR_PREFIX, latest_checkpoint_note
-from slim_mp.training.run_dir import DiskWriteError, disk_write_errors
+from slim_mp.config_fields import command_line_message
+from slim_mp.train_dir.checkpoint_save import atomic_save
+from slim_mp.train_dir.checkpoint_state import TEMP_DIR_PREFIX, latest_checkpoint_note
+from slim_mp.train_dir.disk_errors import DiskWriteError, disk_write_errors
 
 tf1 = tf.compat.v1
 
@@ -66,9 +68,9 @@ def save_twice(train_dir: str, spoil) -> str:
             atomic_save(saver, session, train_dir, 1)
             spoil(train_dir)
             with pytest.raises(DiskWriteError) as raised:
-                with disk_write_errors(train_dir, "--train_dir", lambda: latest_checkpoint_note(train_dir)):
+                with disk_write_errors(train_dir, "train_dir", lambda: latest_checkpoint_note(train_dir)):
                     atomic_save(saver, session, train_dir, 2)
-    return str(raised.value)
+    return command_line_message(raised.value)
 
 
 def assert_only_step_1_left(train_dir: str) -> None:
@@ -105,16 +107,17 @@ def test_summaries_that_no_longer_fit_name_the_folder(small_disk):
         writer.add_summary(summary, 0)
         writer.flush()
         fill(small_disk)
-        with pytest.raises(DiskWriteError, match=re.escape(f"cannot write to --train_dir={small_disk} (No space")):
-            with disk_write_errors(small_disk, "--train_dir", lambda: "nothing lost"):
+        with raises_naming("cannot write to --train_dir=" + re.escape(f"{small_disk} (No space")) as raised:
+            with disk_write_errors(small_disk, "train_dir", lambda: "nothing lost"):
                 for step in range(1, 20_000):  # more than the free space left by the filler
                     writer.add_summary(summary, step)
                 writer.close()
+    assert isinstance(raised.value, DiskWriteError)
 
 
 def test_errors_elsewhere_pass_through(small_disk, tmp_path):
     with pytest.raises(FileNotFoundError):
-        with disk_write_errors(small_disk, "--train_dir", lambda: ""):
+        with disk_write_errors(small_disk, "train_dir", lambda: ""):
             open(tmp_path / "missing" / "file", encoding="utf-8")
 
 

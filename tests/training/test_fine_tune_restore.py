@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 import tf_slim as slim
 
-from slim_mp.training.checkpoint_folder import resolve_checkpoint
+from argument_errors import raises_naming
+from slim_mp.train_dir.checkpoint_folder import resolve_checkpoint
 from slim_mp.training.fine_tune_restore import fine_tune_init_fn
 
 tf1 = tf.compat.v1
@@ -108,7 +109,7 @@ def test_folders_resolve_to_their_latest_checkpoint_and_bad_paths_name_the_flag(
     assert resolve_checkpoint(str(tmp_path)) == checkpoint
     empty_dir = tmp_path / "empty_dir"
     empty_dir.mkdir()
-    with pytest.raises(ValueError, match="--checkpoint_path=.*without a checkpoint"):
+    with raises_naming("--checkpoint_path=.*without a checkpoint"):
         resolve_checkpoint(str(empty_dir))
-    with pytest.raises(ValueError, match="--checkpoint_path=.*not a readable checkpoint"):
+    with raises_naming("--checkpoint_path=.*not a readable checkpoint"):
         resolve_checkpoint(str(tmp_path / "nope.ckpt"))

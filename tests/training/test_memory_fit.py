@@ -3,10 +3,12 @@
 import pytest
 import tensorflow as tf
 
+from argument_errors import raises_naming
+from slim_mp.config_fields import ArgumentText, command_line_message, command_line_text
 from slim_mp.training import memory_fit
 from slim_mp.training.memory_fit import (
-    GIB, MemoryLimit, StepSettings, StepWillNotFitError, cgroup_limits, check_step_fits, estimate_peak_bytes,
-    memory_exhaustion, out_of_memory_sentence,
+    GIB, MemoryLimit, OutOfMemoryError, StepSettings, StepWillNotFitError, cgroup_limits, check_step_fits,
+    estimate_peak_bytes, memory_exhaustion, out_of_memory_named, out_of_memory_sentence,
 )
 
 tf1 = tf.compat.v1
@@ -63,13 +65,31 @@ def test_memory_that_ran_out_is_found_in_the_chain(error, found):
 def test_the_sentence_names_the_node_the_batch_the_precision_the_limit_and_the_benchmark_command():
     sentence = out_of_memory_sentence(tf.errors.ResourceExhaustedError(None, None, OOM_MESSAGE), SETTINGS,
                                       MemoryLimit(4 * GIB, "ulimit -v", GIB))
-    assert sentence == (
+    assert command_line_text(ArgumentText(sentence)) == (
         "out of memory (ResourceExhaustedError allocating shape[64,56,56,256] in resnet_v1_50/conv1/Relu) with "
         "resnet_v1_50 at --batch_size=64 --train_image_size=224 in bfloat16; this process may use 4.0 GiB "
         "(ulimit -v); lower --batch_size (or --train_image_size), or find the largest batch that fits with: "
         "python scripts/benchmark.py --models=resnet_v1_50 --precisions=bfloat16 --image_size=224 "
         "--memory_budget_mb=<MiB for the step> --output_dir=runs/memory_fit"
     )
+
+
+def test_memory_that_runs_out_in_a_named_step_is_one_error_naming_the_outermost_callers_settings(monkeypatch):
+    """A parity run names its own image-size argument, not the one of the training it runs (the inner step)."""
+    monkeypatch.setattr(memory_fit, "memory_limit", lambda: None)
+    parity = StepSettings("lenet", 32, "bfloat16", 28, "image_size")
+    with pytest.raises(OutOfMemoryError) as raised:
+        with out_of_memory_named(parity), out_of_memory_named(StepSettings("lenet", 32, "float32", 28)):
+            raise tf.errors.ResourceExhaustedError(None, None, OOM_MESSAGE)
+    assert command_line_message(raised.value).startswith(
+        "out of memory (ResourceExhaustedError allocating shape[64,56,56,256] in resnet_v1_50/conv1/Relu) with lenet "
+        "at --batch_size=32 --image_size=28 in bfloat16; lower --batch_size (or --image_size), or find")
+    assert str(raised.value).startswith(
+        "out of memory (ResourceExhaustedError allocating shape[64,56,56,256] in resnet_v1_50/conv1/Relu) with lenet "
+        "at batch_size=32 image_size=28 in bfloat16; lower batch_size (or image_size), or find")
+    with pytest.raises(ValueError, match="not memory"):
+        with out_of_memory_named(parity):
+            raise ValueError("not memory")
 
 
 def test_a_script_without_a_step_gets_the_sentence_without_batch_advice():
@@ -131,12 +151,13 @@ def test_a_step_that_cannot_fit_is_an_error_one_that_may_not_a_warning(monkeypat
     monkeypatch.setattr(memory_fit, "memory_limit", lambda: limit)
     settings = StepSettings("toy", 1024, precision)
     if outcome == "cannot fit":
-        with pytest.raises(StepWillNotFitError, match=r"the train step of toy at --batch_size=1024 in \w+ cannot "
-                                                      r"fit: its tensors need (at least )?0\.0 GiB .*--batch_size"):
+        with raises_naming(r"the train step of toy at --batch_size=1024 in \w+ cannot fit: its tensors need "
+                           r"(at least )?0\.0 GiB .*--batch_size") as raised:
             check_step_fits(settings, matmul_step)
+        assert isinstance(raised.value, StepWillNotFitError)
         return
     warning = check_step_fits(settings, matmul_step)
-    assert (warning is None) if outcome is None else warning.startswith(
+    assert (warning is None) if outcome is None else command_line_text(warning).startswith(
         f"the train step of toy at --batch_size=1024 in {precision} may not fit")
 
 

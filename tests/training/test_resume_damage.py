@@ -82,6 +82,7 @@ def test_a_damaged_newest_checkpoint_is_named_and_the_previous_one_resumed(case,
     assert int(progress_lines(process.stdout)[0]["step"]) == SAVED_STEPS  # resumed at step 2, not from 0
     warning = warnings_of(process.stderr)
     assert len(warning) == 1 and file_name in warning[0] and "resuming from model.ckpt-2" in warning[0], warning
+    assert f"--train_dir={train_dir}: skipped damaged checkpoint(s): " in warning[0]  # the flag, as typed
     assert checkpoint_tensor(train_dir, "global_step") == SAVED_STEPS + 1
 
 
@@ -139,6 +140,7 @@ def test_evaluating_a_folder_with_a_damaged_newest_checkpoint_uses_the_previous_
     ))
     warning = warnings_of(process.stderr)
     assert len(warning) == 1 and DATA in warning[0] and "using model.ckpt-2" in warning[0], warning
+    assert f"--checkpoint_path={train_dir}: skipped damaged checkpoint(s): " in warning[0]
     assert "global_step=2" in process.stdout
 
 

@@ -12,9 +12,9 @@ import tensorflow as tf
 
 from script_runs import (LENET_ARGS, TRAIN_SCRIPT, abort_after, check_ok, checkpoint_tensor, run_script, script_env,
                          sigint_as_in_a_terminal)
-from slim_mp.training.checkpoint_save import atomic_save
-from slim_mp.training.checkpoint_state import TEMP_DIR_PREFIX
-from slim_mp.folder_lock import LOCK_FILENAME
+from slim_mp.train_dir.checkpoint_save import atomic_save
+from slim_mp.train_dir.checkpoint_state import TEMP_DIR_PREFIX
+from slim_mp.train_dir.folder_lock import LOCK_FILENAME
 
 tf1 = tf.compat.v1
 FAST = ("--batch_size=8", "--log_every_n_steps=1")

@@ -18,8 +18,7 @@ from slim_mp.graph_pass import DECISIONS_FILE_NAME
 from slim_mp.measure.demo.workload import (BATCH_SIZE, DATASET, EVAL_BATCH_SIZE, IMAGE_SIZE, LOG_FILE_NAME, MODEL,
                                            PREPROCESSING, SEED)
 from slim_mp.training import (EvalConfig, LearningRateSettings, OptimizerSettings, PrecisionOptions, TrainConfig,
-                              evaluate, train)
-from slim_mp.training.library_logs import send_library_logs_to
+                              evaluate, send_library_logs_to, train)
 
 
 @dataclasses.dataclass(frozen=True)

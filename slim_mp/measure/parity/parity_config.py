@@ -57,7 +57,7 @@ def check_parity_config(config: ParityConfig) -> Tuple[DatasetSpec, str]:
     """Raise ValueError naming the flag at fault before any training starts; return the train set and eval split."""
     train_set, split_name = check_run_settings(config)
     _check_seeds(config.seeds)
-    prepare_output_dir(config.output_dir, "--output_dir")
+    prepare_output_dir(config.output_dir, "output_dir")
     for seed in config.seeds:
         if os.path.exists(seed_dir(config, seed)):
             raise ValueError(f"--output_dir={config.output_dir} already holds {seed_dir(config, seed)} from an "

@@ -24,10 +24,10 @@ from slim_mp.measure.parity.parity_config import (CONTROL_ARM, CONTROL_PERTURBAT
 from slim_mp.measure.parity.parity_results import ParityResult, RunRecord, StepLog, earlier_runs
 from slim_mp.measure.parity.run_configs import (MS_PER_SECOND, PrintLine, evaluate_run, lowered_allow_ops,
                                                 run_train_config, write_initial_checkpoint)
-from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION
-from slim_mp.training import train
+from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION, run_step_settings
+from slim_mp.training import out_of_memory_named, train
 from slim_mp.timing import run_ms
-from slim_mp.training.scaled_checkpoint import write_scaled_checkpoint
+from slim_mp.train_dir import write_scaled_checkpoint
 
 # The control's perturbation is drawn with numpy seed CONTROL_SEED_OFFSET + seed.
 CONTROL_SEED_OFFSET = 100
@@ -95,15 +95,16 @@ def run_parity(config: ParityConfig, print_line: PrintLine = print) -> ParityRes
     train_set, split_name = check_parity_config(config)
     runs = earlier_runs(config, split_name)
     _warn_if_float16_on_cpu(config)
-    for index, seed in enumerate(config.seeds, start=1):
-        initial_checkpoint = write_initial_checkpoint(config, train_set, seed,
-                                                      os.path.join(seed_dir(config, seed), "initial"))
-        print_line(f"seed {seed} ({index}/{len(config.seeds)}): initial float32 weights in {initial_checkpoint}")
-        for arm in config.arms:
-            start = write_control_checkpoint(config, seed, initial_checkpoint) if arm == CONTROL_ARM else None
-            print_line(f"seed {seed} ({index}/{len(config.seeds)}): training {config.model_name} as {arm} "
-                       f"for {config.steps} steps")
-            runs.append(train_and_evaluate(config, train_set, split_name, seed, arm, start or initial_checkpoint,
-                                           print_line))
+    with out_of_memory_named(run_step_settings(config)):
+        for index, seed in enumerate(config.seeds, start=1):
+            initial_checkpoint = write_initial_checkpoint(config, train_set, seed,
+                                                          os.path.join(seed_dir(config, seed), "initial"))
+            print_line(f"seed {seed} ({index}/{len(config.seeds)}): initial float32 weights in {initial_checkpoint}")
+            for arm in config.arms:
+                start = write_control_checkpoint(config, seed, initial_checkpoint) if arm == CONTROL_ARM else None
+                print_line(f"seed {seed} ({index}/{len(config.seeds)}): training {config.model_name} as {arm} "
+                           f"for {config.steps} steps")
+                runs.append(train_and_evaluate(config, train_set, split_name, seed, arm, start or initial_checkpoint,
+                                               print_line))
     all_seeds = tuple(dict.fromkeys(run.seed for run in runs))
     return ParityResult(dataclasses.replace(config, seeds=all_seeds), split_name, runs)

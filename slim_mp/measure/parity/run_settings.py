@@ -21,11 +21,11 @@ import math
 from typing import Optional, Tuple
 
 from nets import nets_factory
-from slim_mp.config_fields import option
+from slim_mp.config_fields import ArgumentError, argument, option
 from slim_mp.datasets import DatasetSpec, get_dataset
 from slim_mp.graph_pass import resolve_placement
 from slim_mp.precision import precision_name
-from slim_mp.training import check_batch_norm_decay, check_model_name
+from slim_mp.training import StepSettings, check_batch_norm_decay, check_model_name
 
 REFERENCE_PRECISION = "float32"
 # The largest part of batch norm's initial moving averages a run may leave (see the module docstring).
@@ -107,10 +107,18 @@ class RunSettings:
         return min(official, BATCH_NORM_LEFTOVER ** (1 / self.steps_before_first_evaluation))
 
 
-def check_positive(flag: str, value: float) -> None:
-    """Raise ValueError naming ``--flag`` unless ``value`` is a finite positive number."""
+def check_positive(argument_name: str, value: float) -> None:
+    """Raise ``ArgumentError`` naming the argument ``argument_name`` unless ``value`` is a finite positive number."""
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"--{flag}={value} must be a positive number; pass e.g. --{flag} {FLAG_EXAMPLES[flag]}.")
+        named = argument(argument_name)
+        raise ArgumentError(f"{named}={value} must be a positive number; pass e.g. {named} "
+                            f"{FLAG_EXAMPLES[argument_name]}.")
+
+
+def run_step_settings(settings: RunSettings) -> StepSettings:
+    """What sizes the train step of ``settings``'s runs, as its flags name it (for a step that runs out of memory)."""
+    return StepSettings(settings.model_name, settings.batch_size, settings.precision, settings.image_size,
+                        "image_size")
 
 
 def eval_split(settings: RunSettings) -> str:

@@ -24,11 +24,10 @@ from slim_mp.devices import detect_device
 from slim_mp.timing import RoundOrder, run_ms
 from slim_mp.measure.parity.run_configs import (MS_PER_SECOND, PrintLine, evaluate_run, lowered_allow_ops,
                                                 run_train_config, write_initial_checkpoint)
-from slim_mp.measure.parity.run_settings import REFERENCE_PRECISION, RunSettings, check_positive, check_run_settings
-from slim_mp.training import build_train_graph, prepare_output_dir
-from slim_mp.training.session_start import TrainingSession, start_session
-from slim_mp.training.train_config import cluster_layout
-from slim_mp.training.train_graph import TrainGraph
+from slim_mp.measure.parity.run_settings import (REFERENCE_PRECISION, RunSettings, check_positive, check_run_settings,
+                                                run_step_settings)
+from slim_mp.training import (TrainGraph, TrainingSession, build_train_graph, cluster_layout, out_of_memory_named,
+                              prepare_output_dir, start_session)
 
 tf1 = tf.compat.v1
 
@@ -136,7 +135,7 @@ def check_time_to_accuracy_config(config: TimeToAccuracyConfig) -> Tuple[Dataset
                          f"--eval_every_n_steps={4 * config.chunk_steps}.")
     if config.seed < 0:
         raise ValueError(f"--seed={config.seed} must be a non-negative integer; pass e.g. --seed 0.")
-    prepare_output_dir(config.output_dir, "--output_dir")
+    prepare_output_dir(config.output_dir, "output_dir")
     if os.listdir(config.output_dir):
         raise ValueError(f"--output_dir={config.output_dir} is not empty (an earlier run?); pass a new --output_dir "
                          "or empty that folder.")
@@ -146,7 +145,7 @@ def check_time_to_accuracy_config(config: TimeToAccuracyConfig) -> Tuple[Dataset
 def _start_lane(config: TimeToAccuracyConfig, train_set: DatasetSpec, precision: str, initial: str) -> _Lane:
     """Build ``precision``'s graph (the placement measures here, off the clock); start its session from ``initial``."""
     train_dir = os.path.join(config.output_dir, precision)
-    prepare_output_dir(train_dir, "--output_dir")
+    prepare_output_dir(train_dir, "output_dir")
     train_config = run_train_config(config, train_set, config.seed, precision, train_dir, config.steps, initial)
     built_at = {}
     build_ms = run_ms(lambda: built_at.update(graph=build_train_graph(train_config, cluster_layout(train_config))))
@@ -187,22 +186,23 @@ def run_time_to_accuracy(config: TimeToAccuracyConfig, print_line: PrintLine = p
     train_set, split_name = check_time_to_accuracy_config(config)
     initial = write_initial_checkpoint(config, train_set, config.seed, os.path.join(config.output_dir, "initial"))
     lanes = []
-    try:
-        for precision in config.precisions:
-            lanes.append(_start_lane(config, train_set, precision, initial))
-            print_line(f"{precision}: graph built in {lanes[-1].build_seconds:.1f} s")
-        for turn in itertools.count():
-            if lanes[0].step >= config.steps:
-                break
-            for index in RoundOrder.ALTERNATE.arrange(range(len(lanes)), turn):  # each goes first every other turn
-                _wait_while_paused(config)
-                lanes[index].run_steps(min(config.chunk_steps, config.steps - lanes[index].step))
-            if lanes[0].step % config.eval_every_n_steps == 0 or lanes[0].step == config.steps:
-                for lane in lanes:
+    with out_of_memory_named(run_step_settings(config)):
+        try:
+            for precision in config.precisions:
+                lanes.append(_start_lane(config, train_set, precision, initial))
+                print_line(f"{precision}: graph built in {lanes[-1].build_seconds:.1f} s")
+            for turn in itertools.count():
+                if lanes[0].step >= config.steps:
+                    break
+                for index in RoundOrder.ALTERNATE.arrange(range(len(lanes)), turn):  # each goes first every other turn
                     _wait_while_paused(config)
-                    _evaluate(config, lane, split_name, print_line)
-    finally:
-        for lane in lanes:
-            lane.started.close()
+                    lanes[index].run_steps(min(config.chunk_steps, config.steps - lanes[index].step))
+                if lanes[0].step % config.eval_every_n_steps == 0 or lanes[0].step == config.steps:
+                    for lane in lanes:
+                        _wait_while_paused(config)
+                        _evaluate(config, lane, split_name, print_line)
+        finally:
+            for lane in lanes:
+                lane.started.close()
     return TimeToAccuracyResult(config, detect_device().describe(), split_name,
                                 {lane.precision: lane.record() for lane in lanes})

@@ -17,7 +17,8 @@ import tensorflow as tf
 
 from slim_mp.distribute import ClusterLayout
 from slim_mp.measure.profiling.step_profile import StepProfile, profile_interleaved
-from slim_mp.training import TrainConfig, build_train_graph, check_train_config
+from slim_mp.training import (TrainConfig, build_train_graph, check_train_config, out_of_memory_named,
+                              train_step_settings)
 
 tf1 = tf.compat.v1
 
@@ -70,6 +71,7 @@ def profile_both(config: TrainConfig, scratch_dir: str, steps: ProfileSteps = Pr
     if precision == "float32":
         raise ValueError("--precision=float32 has nothing to compare against; pass --precision=bfloat16 or float16.")
     with contextlib.ExitStack() as stack:
+        stack.enter_context(out_of_memory_named(train_step_settings(config)))
         opened = [stack.enter_context(opened_train_step(with_precision(config, name, scratch_dir)))
                   for name in ("float32", precision)]
         if progress:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from slim_mp.training.scaled_checkpoint import write_scaled_checkpoint
+from slim_mp.train_dir.scaled_checkpoint import write_scaled_checkpoint
 
 tf1 = tf.compat.v1
 WEIGHTS = np.array([[0.5, -1.25], [2.0, 3.0e-3]], dtype=np.float32)

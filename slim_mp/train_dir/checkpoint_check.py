@@ -1,7 +1,7 @@
 """Whether one checkpoint's files read back whole: the check our resume and evaluation and the user seams share.
 
-Leaves alone: which checkpoints a folder holds and which one to use (``slim_mp.training.checkpoint_folder``
-for our scripts, ``slim_mp.seams.train_dir_guard`` for a user's loop).
+Leaves alone: which checkpoints a folder holds and which one to use (``checkpoint_folder``'s survey, for our
+scripts and a user's loop alike).
 """
 
 import os

@@ -7,7 +7,7 @@ function that writes a run folder's state file (replacing it atomically); it is 
 after each save and by ``find_resume_checkpoint`` when it repairs the file before a resume.
 
 Leaves alone: the checkpoint files themselves (``atomic_save`` writes them, ``checkpoint_folder``
-checks them), and the run folder's lock and disk errors (``run_dir``).
+checks them), and the folder's lock (``folder_lock``) and disk errors (``disk_errors``).
 """
 
 import contextlib

@@ -1,11 +1,11 @@
-"""The run folder (``--train_dir``, ``--eval_dir``): a refused write as one error.
+"""A run's folder (a train dir, an eval dir): a refused write as one error.
 
 ``disk_write_errors`` turns a full, read-only or forbidden disk into one error naming the folder,
 what the failure left intact (the last good checkpoint) and the fix.
 
 Leaves alone: what is written there (checkpoints: ``checkpoint_save``; the state file:
-``checkpoint_state``), creating the folder (``model_setup.prepare_output_dir``) and keeping a second
-process out of it (``slim_mp.folder_lock``, shared with the user seams).
+``checkpoint_state``), creating the folder (the training application) and keeping a second
+process out of it (``folder_lock``, shared with the user seams).
 """
 
 import contextlib
@@ -15,6 +15,8 @@ import re
 from typing import Callable, Iterator, Optional, Tuple
 
 import tensorflow as tf
+
+from slim_mp.config_fields import ArgumentError, argument
 
 # What the operator does about each way a disk refuses a write.
 _DISK_FIXES = {
@@ -30,7 +32,7 @@ _DISK_MESSAGE = re.compile(
 )
 
 
-class DiskWriteError(ValueError):
+class DiskWriteError(ArgumentError):
     """A folder the run writes to is full, read-only or not writable; the message names it and the fix."""
 
 
@@ -59,8 +61,9 @@ def _refused_write(error: BaseException, directory: str) -> Optional[Tuple[str, 
 
 
 @contextlib.contextmanager
-def disk_write_errors(directory: str, flag: str, what_is_safe: Callable[[], str]) -> Iterator[None]:
-    """Turn a refused write into ``directory`` inside the block into a ``DiskWriteError`` naming ``flag``.
+def disk_write_errors(directory: str, argument_name: str, what_is_safe: Callable[[], str]) -> Iterator[None]:
+    """Turn a refused write into ``directory`` inside the block into a ``DiskWriteError`` naming the argument
+    ``argument_name`` (that named the folder).
 
     ``what_is_safe()`` says, for the message, what the failure left intact (e.g. the last good checkpoint).
     Other errors pass through unchanged.
@@ -73,6 +76,6 @@ def disk_write_errors(directory: str, flag: str, what_is_safe: Callable[[], str]
             raise
         reason, code = refused
         raise DiskWriteError(
-            f"cannot write to {flag}={directory} ({reason}); {what_is_safe()}: {_DISK_FIXES[code]} "
-            f"(or pass another {flag}), then run the same command again."
+            f"cannot write to {argument(argument_name)}={directory} ({reason}); {what_is_safe()}: {_DISK_FIXES[code]} "
+            f"(or pass another {argument(argument_name)}), then run the same command again."
         ) from None

@@ -1,9 +1,10 @@
 """One training process per train dir: an exclusive lock our loop holds for its run, a user's loop for its process.
 
-``train_dir_lock`` is our training script's (``--train_dir``), held for the run; ``hold_train_dir_lock``
+``train_dir_lock`` is our training loop's (``train_dir``), held for the run; ``hold_train_dir_lock``
 is the user seams' (``slim_mp.train_step`` in ``slim.learning.train``, ``TrainStepHook`` in
 ``MonitoredTrainingSession``), which have no block around the run to hold it in: it is held until
-the process exits. Either way a second process gets one error naming the folder and the holder.
+the process exits. Either way a second process gets one error naming the folder (by the argument that
+named it) and the holder.
 
 Leaves alone: what the folder holds (checkpoints, events) and creating it.
 """
@@ -17,10 +18,12 @@ from typing import Dict, Iterator
 
 from absl import logging
 
+from slim_mp.config_fields import ArgumentError, ArgumentText, argument
+
 LOCK_FILENAME = "train_dir.lock"
 
 
-class TrainDirInUseError(ValueError):
+class TrainDirInUseError(ArgumentError):
     """Another live process holds the train dir's lock; the message names the folder, the holder and what to do."""
 
 
@@ -32,7 +35,7 @@ def _lock_holder(handle) -> str:
 
 
 @contextlib.contextmanager
-def train_dir_lock(train_dir: str, flag: str = "--train_dir") -> Iterator[None]:
+def train_dir_lock(train_dir: str, argument_name: str = "train_dir") -> Iterator[None]:
     """Hold an exclusive lock on ``train_dir`` for the block: one writing process per folder.
 
     The lock is an ``flock`` on ``train_dir/train_dir.lock``, which the kernel releases when the
@@ -41,20 +44,22 @@ def train_dir_lock(train_dir: str, flag: str = "--train_dir") -> Iterator[None]:
     killed process: it is taken over with a warning.
 
     Raises:
-      TrainDirInUseError: naming ``flag`` and the holder when another live process holds the lock.
+      TrainDirInUseError: naming the argument ``argument_name`` and the holder when another live process holds the lock.
     """
+    named = f"{argument(argument_name)}={train_dir}"
     handle = open(os.path.join(train_dir, LOCK_FILENAME), "a+", encoding="utf-8")
     try:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise TrainDirInUseError(
-                f"{flag}={train_dir} is in use by another training process ({_lock_holder(handle)}); "
-                f"wait for it to finish, stop it, or pass another {flag}."
+                f"{named} is in use by another training process ({_lock_holder(handle)}); "
+                f"wait for it to finish, stop it, or pass another {argument(argument_name)}."
             ) from None
         previous = _lock_holder(handle)
         if previous != "an unknown process":
-            logging.warning("%s=%s: taking over the lock left by %s, which no longer runs", flag, train_dir, previous)
+            logging.warning("%s", ArgumentText(f"{named}: taking over the lock left by {previous}, which no longer "
+                                               "runs"))
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()} {socket.gethostname()}\n")
@@ -73,16 +78,16 @@ def train_dir_lock(train_dir: str, flag: str = "--train_dir") -> Iterator[None]:
 _HELD: Dict[str, contextlib.ExitStack] = {}
 
 
-def hold_train_dir_lock(train_dir: str, flag: str) -> None:
+def hold_train_dir_lock(train_dir: str, argument_name: str) -> None:
     """Take ``train_dir``'s lock until this process exits (a no-op when this process holds it already).
 
     Raises:
-      TrainDirInUseError: naming ``flag`` and the holder when another live process holds the lock.
+      TrainDirInUseError: naming the argument ``argument_name`` and the holder when another live process holds the lock.
     """
     key = os.path.realpath(train_dir)
     if key in _HELD:
         return
     held = contextlib.ExitStack()
-    held.enter_context(train_dir_lock(train_dir, flag))
+    held.enter_context(train_dir_lock(train_dir, argument_name))
     _HELD[key] = held
     atexit.register(held.close)  # the kernel frees the lock at exit anyway; this also empties the file

@@ -16,7 +16,7 @@ from typing import Mapping, Union
 import numpy as np
 import tensorflow as tf
 
-from slim_mp.training.checkpoint_folder import resolve_checkpoint
+from slim_mp.train_dir.checkpoint_folder import resolve_checkpoint
 
 tf1 = tf.compat.v1
 

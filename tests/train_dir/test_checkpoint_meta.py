@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from slim_mp.training.checkpoint_save import atomic_save
+from slim_mp.train_dir.checkpoint_save import atomic_save
 
 tf1 = tf.compat.v1
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from slim_mp.training.checkpoint_save import atomic_save
-from slim_mp.training.checkpoint_state import MAX_TO_KEEP, TEMP_DIR_PREFIX
+from slim_mp.train_dir.checkpoint_save import atomic_save
+from slim_mp.train_dir.checkpoint_state import MAX_TO_KEEP, TEMP_DIR_PREFIX
 
 tf1 = tf.compat.v1
 

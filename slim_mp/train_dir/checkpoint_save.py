@@ -10,7 +10,7 @@ process.
 
 Leaves alone: choosing a checkpoint to resume from (``checkpoint_folder``), the state file's
 format (``checkpoint_state``), and keeping a second process out of the folder or reporting a
-full disk (``run_dir``).
+full disk (``folder_lock``, ``disk_errors``).
 """
 
 import glob
@@ -22,7 +22,7 @@ import tempfile
 
 import tensorflow as tf
 
-from slim_mp.training.checkpoint_state import (
+from slim_mp.train_dir.checkpoint_state import (
     CHECKPOINT_BASENAME, MAX_TO_KEEP, TEMP_DIR_PREFIX, read_state, write_state, writer_tag,
 )
 

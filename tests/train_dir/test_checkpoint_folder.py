@@ -4,12 +4,12 @@ import os
 import shutil
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
-from slim_mp.training.checkpoint_folder import find_resume_checkpoint, survey_checkpoints
-from slim_mp.training.checkpoint_save import atomic_save
-from slim_mp.training.checkpoint_state import STATE_FILENAME, read_state, step_key
+from argument_errors import raises_naming
+from slim_mp.train_dir.checkpoint_folder import find_resume_checkpoint, survey_checkpoints
+from slim_mp.train_dir.checkpoint_save import atomic_save
+from slim_mp.train_dir.checkpoint_state import STATE_FILENAME, read_state, step_key
 
 tf1 = tf.compat.v1
 
@@ -50,7 +50,7 @@ def test_an_interrupted_save_at_step_zero_is_ignored_not_called_damage(tmp_path)
     (data_file,) = [name for name in os.listdir(saved) if name.startswith("model.ckpt-0.data-")]
     shutil.copy(saved / data_file, train_dir / data_file)
     assert find_resume_checkpoint(str(train_dir)) is None
-    assert survey_checkpoints(str(train_dir), "--train_dir").damaged == ()
+    assert survey_checkpoints(str(train_dir)).damaged == ()
 
 
 def test_a_damaged_index_of_step_zero_is_still_damage(tmp_path):
@@ -58,8 +58,7 @@ def test_a_damaged_index_of_step_zero_is_still_damage(tmp_path):
     save_steps(str(tmp_path), [0])
     with open(tmp_path / "model.ckpt-0.index", "wb") as handle:
         handle.write(b"not an index")
-    with pytest.raises(ValueError, match=r"--train_dir=.* holds checkpoints but none is intact: "
-                                         r"model\.ckpt-0\.index is damaged"):
+    with raises_naming(r"--train_dir=.* holds checkpoints but none is intact: model\.ckpt-0\.index is damaged"):
         find_resume_checkpoint(str(tmp_path))
 
 
@@ -69,7 +68,7 @@ def test_the_survey_changes_nothing_and_the_resume_pick_rewrites_the_damaged_sta
     with open(os.path.join(train_dir, STATE_FILENAME), "w", encoding="utf-8") as handle:
         handle.write("garbage {")
     before = folder_contents(train_dir)
-    survey = survey_checkpoints(train_dir, "--train_dir")
+    survey = survey_checkpoints(train_dir)
     assert survey.chosen == "model.ckpt-3" and survey.state_problem is not None
     assert folder_contents(train_dir) == before
     assert find_resume_checkpoint(train_dir) == os.path.join(train_dir, "model.ckpt-3")
