@@ -191,7 +191,7 @@ def read_slurm_step(environ: Mapping[str, str], num_ps_tasks: int) -> Environmen
     total = sum(tasks_per_node)
     if num_ps_tasks >= total:
         raise _slurm_error(f"{argument('num_ps_tasks')}={num_ps_tasks} leaves no worker among the step's {total} "
-                           f"task(s); lower it, or give srun more tasks (--ntasks)")
+                           f"task(s); lower it, or give srun more tasks (its -n, the number of tasks)")
     if not 0 <= rank < total:
         raise _slurm_error(f"SLURM_PROCID={rank} is out of range for the step's {total} task(s)")
     resolver = _SlurmStepResolver(

@@ -224,7 +224,7 @@ BAD_SLURM = {
                        "the tasks with srun (docs/operations.md shows a Slurm batch script)."),
     "no worker left": (slurm_step(0, "node[1-2]", "1(x2)", 2), 2,
                        "--num_ps_tasks=2 leaves no worker among the step's 2 task(s); lower it, or give srun more "
-                       "tasks (--ntasks)"),
+                       "tasks (its -n, the number of tasks)"),
     "bad node list": (slurm_step(0, "node[1-", "1", 1), 1, "--num_ps_tasks=1 without --ps_hosts reads the cluster "
                       "from srun, but its variables do not read: Invalid hostlist format \"node[1-\""),
     "node count mismatch": (slurm_step(0, "node[1-3]", "1(x2)", 2), 1, "--num_ps_tasks=1 without --ps_hosts reads "
