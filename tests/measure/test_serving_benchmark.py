@@ -266,7 +266,7 @@ def test_the_verdict_is_the_noise_rules(speedup, noise, expected):
     (lambda p: dict(saved_models=(f"float32:{p['saved_model']}",), image_size=96), "image_size shapes the exports"),
     (lambda p: dict(frozen_graphs=(f"float32:{p['graph']}",), precisions=("bfloat16",), dataset_name="cifar10"),
      "dataset_name shapes the exports"),
-    (lambda p: dict(checkpoint_path=p["graph"]), "--checkpoint_path="),
+    (lambda p: dict(checkpoint_path=p["graph"]), "checkpoint_path=/"),
 ])
 def test_bad_input_names_the_argument(kwargs, expected, tiny_files, tmp_path):
     not_a_graph = tmp_path / "notes.pb"

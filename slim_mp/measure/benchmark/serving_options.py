@@ -17,7 +17,8 @@ from slim_mp.measure.benchmark.served_models import (FORMAT_ARGUMENTS, FROZEN_GR
                                                      parse_served_models)
 from slim_mp.measure.benchmark.suite_results import BASELINE, Variant
 from slim_mp.precision import precision_name
-from slim_mp.training import check_model_name, resolve_checkpoint
+from slim_mp.train_dir import resolve_checkpoint
+from slim_mp.training import check_model_name
 
 # The sub-folder of the output folder that holds the models a run exported.
 EXPORTS_FOLDER = "exports"
