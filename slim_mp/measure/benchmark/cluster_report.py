@@ -41,8 +41,8 @@ def _mib(value: Optional[int]) -> str:
     return "-" if value is None else f"{value / MIB:.1f}"
 
 
-def _count(value: Optional[int]) -> str:
-    return "none" if value is None else str(value)
+def _count(value: Optional[int], unbounded: str = "none") -> str:
+    return unbounded if value is None else str(value)
 
 
 def _by_label(run: ClusterRun) -> Dict[Tuple[str, str], ClusterResult]:
@@ -105,7 +105,7 @@ def scaling_lines(run: ClusterRun) -> List[str]:
     """The two scaling tables (workers per parameter-server link; servers per worker count) and the model."""
     loads = wire_loads(run)
     workers = [(result.model, result.label, _ms(load.step_seconds), _mib(load.busier_direction_bytes),
-                *(_count(cluster_scaling.workers_per_link(load, gbits)) for gbits in cluster_scaling.LINK_GBITS))
+                *(_count(cluster_scaling.workers_per_link(load, gbits), "any") for gbits in cluster_scaling.LINK_GBITS))
                for result, load in loads]
     servers = [(result.model, result.label, f"{gbits:g} Gbit/s",
                 *(_count(cluster_scaling.parameter_servers_for(count, load, gbits))

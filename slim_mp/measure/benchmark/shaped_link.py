@@ -105,6 +105,7 @@ class ShapedLink:
     def __init__(self, gbits: float, pid: int = 0) -> None:
         self.gbits = check_link_gbits(gbits)
         self.names = link_names(pid or os.getpid())
+        self._made = {"namespace": False, "pair": False}  # what this link made, and so removes (nothing else)
 
     def in_namespace(self, command: Sequence[str]) -> List[str]:
         """``command`` run inside the link's namespace (``ip netns exec`` executes it in place: same pid)."""
@@ -121,7 +122,9 @@ class ShapedLink:
         rate = token_bucket(self.gbits)
         try:
             _run(["ip", "netns", "add", names.namespace])
+            self._made["namespace"] = True
             _run(["ip", "link", "add", names.root_device, "type", "veth", "peer", "name", names.namespace_device])
+            self._made["pair"] = True
             _run(["ip", "link", "set", names.namespace_device, "netns", names.namespace])
             _run(["ip", "addr", "add", f"{names.root_address}/30", "dev", names.root_device])
             _run(["ip", "link", "set", names.root_device, "up"])
@@ -140,18 +143,21 @@ class ShapedLink:
         self.tear_down()
 
     def tear_down(self) -> None:
-        """Remove the veth pair and the namespace, whichever of them exists (the kernel removes the queues with them).
+        """Remove the veth pair and the namespace this link made (the kernel removes the queues with them).
 
-        Deleting one end of a veth pair deletes both; a namespace is removed in the background, so this
-        waits (a few seconds at most) until neither is listed. Raises RuntimeError if one is still there.
+        Deleting one end of a veth pair deletes both (the one moved into the namespace goes with it too);
+        a namespace is removed in the background, so this waits (a few seconds at most) until neither is
+        listed. Raises RuntimeError if one is still there.
         """
         names = self.names
-        if device_exists(names.root_device):
+        pair, namespace = self._made["pair"], self._made["namespace"]
+        if pair and device_exists(names.root_device):
             subprocess.run(["ip", "link", "del", names.root_device], capture_output=True, timeout=_COMMAND_SECONDS)
-        if namespace_exists(names.namespace):
+        if namespace:
             subprocess.run(["ip", "netns", "del", names.namespace], capture_output=True, timeout=_COMMAND_SECONDS)
+        self._made = {"namespace": False, "pair": False}
         deadline = time.monotonic() + _GONE_SECONDS
-        while device_exists(names.root_device) or namespace_exists(names.namespace):
+        while (pair and device_exists(names.root_device)) or (namespace and namespace_exists(names.namespace)):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the shaped link's namespace {names.namespace} or device {names.root_device} is "
                                    f"still there after {_GONE_SECONDS:g} s; remove them with `ip netns del "
