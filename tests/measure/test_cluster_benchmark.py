@@ -22,7 +22,8 @@ def _first_weight(step) -> np.ndarray:
         return step.session.run(tf.compat.v1.trainable_variables()[0])
 
 
-@pytest.mark.parametrize("containers, shared", [(("", ""), True), (("lenet_ps_float32", "lenet_ps_slim_mp_bf16"), False)])
+@pytest.mark.parametrize("containers, shared", [
+    (("", ""), True), (("lenet_ps_float32", "lenet_ps_slim_mp_bf16"), False)])
 def test_steps_on_one_parameter_server_share_variables_unless_in_containers_of_their_own(containers, shared):
     ps_port, worker_port = free_loopback_ports(2)
     layout = make_cluster_layout(task=0, worker_replicas=1, num_ps_tasks=1, ps_hosts=[f"{LOOPBACK}:{ps_port}"],
