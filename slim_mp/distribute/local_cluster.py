@@ -76,20 +76,23 @@ class LocalCluster:
     ``[python, scripts/train_image_classifier.py, --model_name=lenet, ...]``). ``sink`` receives
     every prefixed output line (default: print to stdout). ``worker_args`` adds flags for single
     workers (e.g. a fault injected on worker 1 only). ``tf_config`` describes the cluster to each
-    task with ``TF_CONFIG`` (as Kubeflow's TFJob does) instead of flags.
+    task with ``TF_CONFIG`` (as Kubeflow's TFJob does) instead of flags. ``ps_address`` and
+    ``worker_address`` are the hosts the tasks are addressed by: loopback unless another interface
+    of this machine carries them (a shaped link's two ends); the ports are free ones of loopback.
     """
 
     def __init__(self, ps_command: Sequence[str], worker_command: Sequence[str], num_ps: int, num_workers: int,
                  sink: Callable[[str], None] = print, env: Optional[Dict[str, str]] = None,
-                 worker_args: Optional[Mapping[int, Sequence[str]]] = None, tf_config: bool = False) -> None:
+                 worker_args: Optional[Mapping[int, Sequence[str]]] = None, tf_config: bool = False,
+                 ps_address: str = LOOPBACK, worker_address: str = LOOPBACK) -> None:
         if num_ps < 1:
             raise ArgumentError(f"{argument('num_ps')}={num_ps} must be at least 1: the workers share variables "
                                 "through it.")
         if num_workers < 1:
             raise ArgumentError(f"{argument('num_workers')}={num_workers} must be at least 1.")
         ports = free_loopback_ports(num_ps + num_workers)
-        self.ps_hosts = [f"{LOOPBACK}:{port}" for port in ports[:num_ps]]
-        self.worker_hosts = [f"{LOOPBACK}:{port}" for port in ports[num_ps:]]
+        self.ps_hosts = [f"{ps_address}:{port}" for port in ports[:num_ps]]
+        self.worker_hosts = [f"{worker_address}:{port}" for port in ports[num_ps:]]
         self._ps_command = list(ps_command)
         self._worker_command = list(worker_command)
         self._sink = sink

@@ -10,6 +10,14 @@
 - ``suite``: plans the variants, measures memory, then times every model's variants together.
 - ``benchmark_report``: the run as ``benchmark.json``, ``benchmark.md`` and ``benchmark.png``.
 
+With its variables on a parameter server (``--cluster``), the same tool runs:
+
+- ``shaped_link``: a link of a given bandwidth on this machine (a network namespace, a veth pair, ``tc``);
+- ``cluster_suite``: a parameter-server process (on loopback or behind the shaped link), float32 and
+  slim_mp timed interleaved in one process and on the cluster, the bytes across the wire per step;
+- ``cluster_scaling``: the arithmetic from those bytes and steps to workers per link and servers per worker count;
+- ``cluster_report``: that run as ``benchmark.json``, ``benchmark.md`` and ``benchmark.png``.
+
 The serving benchmark (``scripts/benchmark_serving.py``) times exported models instead of train steps:
 
 - ``served_models``: the files it times (frozen graphs, SavedModels), exported or given, checked and opened;

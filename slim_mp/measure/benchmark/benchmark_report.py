@@ -9,7 +9,7 @@ a memory budget adds the largest batch within it per (model, configuration).
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -115,13 +115,20 @@ def _budget_section(run: SuiteRun) -> List[str]:
     ]
 
 
+Fusions = Tuple[Tuple[str, int], ...]
+
+
+def fusion_cells(fusions: Fusions, reference: Fusions) -> Tuple[str, str]:
+    """The fused kernels a step ran (kernel xN), and those a ``reference`` step ran more of (N vs M), as two cells."""
+    ran = dict(fusions)
+    lost = [f"{name} ({ran.get(name, 0)} vs {count})" for name, count in reference if ran.get(name, 0) < count]
+    return ", ".join(f"{name} x{count}" for name, count in fusions) or "none", ", ".join(lost) or "-"
+
+
 def fusion_row(result: VariantResult, baseline: Optional[VariantResult]) -> str:
     """One row of the fusion table: the fusions a variant's step ran, and those float32's step ran more of."""
-    ran = dict(result.fusions)
-    lost = [f"{name} ({ran.get(name, 0)} vs {count})" for name, count in (baseline.fusions if baseline else ())
-            if ran.get(name, 0) < count]
-    return markdown_row((result.model, result.label, ", ".join(f"{name} x{count}" for name, count in result.fusions)
-                         or "none", ", ".join(lost) or "-"))
+    reference = baseline.fusions if baseline else ()
+    return markdown_row((result.model, result.label, *fusion_cells(result.fusions, reference)))
 
 
 def _fusion_section(run: SuiteRun) -> List[str]:

@@ -72,7 +72,8 @@ def grappler_amp_config(precision: tf.DType, device_type: str) -> config_pb2.Con
 def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batch_size: int,
                          image_size: Optional[int], num_classes: int = 1000, seed: int = 0,
                          placement_options: Optional[PlacementOptions] = None,
-                         layout: ClusterLayout = ClusterLayout(), target: str = "") -> BenchmarkStep:
+                         layout: ClusterLayout = ClusterLayout(), target: str = "",
+                         container: str = "") -> BenchmarkStep:
     """Build a Momentum train step of ``model_name`` (cross-entropy loss, random fixed inputs) for ``config``.
 
     Every configuration creates its slots as slim_mp's training step does (``unfolded_slot_initializers``),
@@ -82,12 +83,14 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
     decisions file, to time the placement that run trained with). With a distributed ``layout`` the
     variables go to its parameter servers, the session connects to ``target`` (its worker's server)
     with ``layout.session_config()``, and the workers' convolution fusions are formed first
-    (``form_worker_fusions``), as the training script does.
+    (``form_worker_fusions``), as the training script does. ``container``: the resource container of the
+    step's variables; a parameter server shares variables of one name across sessions (and graphs) within
+    one container, so steps that must not share them on one server each take a container of their own.
     """
     if config not in CONFIGS:
         raise ValueError(f"Unknown benchmark configuration {config!r}; use one of {', '.join(CONFIGS)}.")
     graph = tf.Graph()
-    with graph.as_default(), tf.compat.v1.device(layout.device_setter()):
+    with graph.as_default(), tf.compat.v1.device(layout.device_setter()), tf.compat.v1.container(container):
         tf.compat.v1.set_random_seed(seed)
         network_fn = nets_factory.get_network_fn(model_name, num_classes, is_training=True)
         size = image_size or network_fn.default_image_size

@@ -150,3 +150,51 @@ class SuiteRun:
     background_load: int = 0
     quiet_retimings: Tuple[QuietRetiming, ...] = ()
     batch_fits: Tuple[BatchFit, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterResult:
+    """One (model, variant, layout) of a cluster benchmark: its step time, its fused kernels and, in the cluster, its
+    bytes across the wire per step per worker (one traced step after the timed rounds).
+
+    ``layout``: ``process`` (one process, the variables in it) or ``cluster`` (the variables on a parameter
+    server). ``label``: the timing's name (``float32``, ``slim_mp_bf16``, ``ps_float32``, ...).
+    ``sent_bytes``/``received_bytes``: what the worker sent to / received from the other tasks (None in one
+    process); ``wire_routes``: every (source task, destination task, tensors, bytes) of the traced step.
+    """
+
+    model: str
+    label: str
+    variant: Variant
+    layout: str
+    native: bool
+    median_seconds: Optional[float]
+    images_per_second: Optional[float]
+    speedup_vs_float32: Optional[float]
+    step_seconds: Tuple[float, ...]
+    fusions: Tuple[Tuple[str, int], ...] = ()
+    sent_bytes: Optional[int] = None
+    received_bytes: Optional[int] = None
+    wire_routes: Tuple[dict, ...] = ()
+    unavailable: Optional[str] = None
+
+    @property
+    def wire_bytes(self) -> Optional[int]:
+        """Bytes across the wire per step for this worker, both directions (None in one process)."""
+        return None if self.sent_bytes is None else self.sent_bytes + self.received_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterRun:
+    """A cluster benchmark: what ran, where the parameter server sat (``link``), and per (model, variant, layout) a
+    result. ``link_gbits``: the shaped link's Gbit/s each way, None on loopback; ``link_note``: why a shaped link
+    asked for could not be made (the run then used loopback), else empty."""
+
+    device: DeviceInfo
+    support: Dict[str, PrecisionSupport]
+    settings: Settings
+    precisions: Tuple[str, ...]
+    link: str
+    link_gbits: Optional[float]
+    results: Tuple[ClusterResult, ...]
+    link_note: str = ""
