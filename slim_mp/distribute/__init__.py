@@ -5,8 +5,8 @@ session target), ``cluster_environment`` (the cluster as ``TF_CONFIG`` or Slurm 
 ``clones`` (copies of the network sharing one set of variables, their gradients summed),
 ``train_step`` (one, optionally synchronized, update from the summed gradients), ``worker_fusions``
 (grappler's bfloat16 convolution fusions made in the form a worker accepts, once the graph is
-complete), and ``local_cluster`` (parameter-server and worker processes on this machine, for tests
-and trials).
+complete), ``wire_bytes`` (what a traced step sent between the tasks), and ``local_cluster``
+(parameter-server and worker processes on this machine, for tests and trials).
 
 The names other packages use are exported here; code outside ``distribute`` imports them from
 ``slim_mp.distribute``.
@@ -18,6 +18,7 @@ from slim_mp.distribute.cluster import (LOST_TASK_ERRORS, PS_JOB, WORKER_JOB, Cl
                                         make_cluster_layout, session_target)
 from slim_mp.distribute.cluster_environment import TF_CONFIG, cluster_from_environment
 from slim_mp.distribute.train_step import SyncSettings, build_train_step
+from slim_mp.distribute.wire_bytes import WireRoute, WireTraffic, task_of, traced_wire_traffic, wire_traffic
 from slim_mp.distribute.worker_fusions import WorkerFusion, form_worker_fusions
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "LOST_TASK_ERRORS", "PS_JOB", "WORKER_JOB", "ClusterLayout", "lost_task", "make_cluster_layout", "session_target",
     "TF_CONFIG", "cluster_from_environment",
     "SyncSettings", "build_train_step", "WorkerFusion", "form_worker_fusions",
+    "WireRoute", "WireTraffic", "task_of", "traced_wire_traffic", "wire_traffic",
 ]
