@@ -32,7 +32,7 @@ _REF_VARIABLE_TYPES = frozenset({"VariableV2", "Variable"})
 Task = Tuple[Optional[str], Optional[int], Optional[int]]
 
 
-def variable_of(tensor: tf.Tensor) -> Optional[tf.Operation]:
+def variable_behind(tensor: tf.Tensor) -> Optional[tf.Operation]:
     """The variable op whose value ``tensor`` is (a resource read, a ref variable or its ``Identity``), else None."""
     op = tensor.op
     if op.type in VARIABLE_OP_TYPES:
@@ -59,7 +59,7 @@ def on_another_task(device: str, other: str) -> bool:
 def remote_variable_device(tensor: tf.Tensor, reader_device: str) -> str:
     """The device of the variable whose value ``tensor`` is, when it sits on another task than ``reader_device``;
     "" otherwise (not a variable's value, or on the reader's task)."""
-    variable = variable_of(tensor)
+    variable = variable_behind(tensor)
     if variable is None:
         return ""
     device = tensor.op.device or variable.device
