@@ -142,3 +142,20 @@ def test_a_nonfinite_gradient_still_skips_the_update_and_lowers_the_scale_in_a_c
     assert (scale, skipped) == (1.0, 1)
     for old, new in zip(before, after):
         np.testing.assert_array_equal(old, new)
+
+
+def test_synchronous_replicas_accumulate_float32_made_on_the_parameter_server():
+    layout = make_cluster_layout(task=0, worker_replicas=2, num_ps_tasks=1, ps_hosts=["ps:2222"],
+                                 worker_hosts=["worker0:2222", "worker1:2222"])
+    graph = tf.Graph()
+    with graph.as_default(), tf1.device(layout.device_setter()):
+        logits, _ = nets_factory.get_network_fn(NETWORK, CLASSES, is_training=True)(
+            tf.zeros([BATCH, IMAGE_SIZE, IMAGE_SIZE, 3]))
+        tf1.losses.sparse_softmax_cross_entropy(tf.zeros([BATCH], tf.int64), logits)
+        loss = tf1.losses.get_total_loss()
+        slim_mp.rewrite(loss, "bfloat16", placement="static")
+        optimizer = LossScaleOptimizer(tf1.train.MomentumOptimizer(0.01, 0.9), _fixed_scale(), count_skipped_steps=True)
+        tf1.train.SyncReplicasOptimizer(optimizer, 2, 2).minimize(loss, tf1.train.get_or_create_global_step())
+    accumulated = [op.inputs[2] for op in graph.get_operations() if op.type == "ResourceAccumulatorApplyGradient"]
+    assert len(accumulated) == len(graph.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES))
+    assert {(gradient.dtype, gradient.op.device) for gradient in accumulated} == {(tf.float32, "/job:ps/task:0")}
