@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.graph_pass import VARIABLE_OP_TYPES
-from slim_mp.loss_scale import GradsAndVars, Gradient, LossScaleOptimizer
+from slim_mp.loss_scale import GradsAndVars, Gradient, LossScaleOptimizer, beside
 
 tf1 = tf.compat.v1
 
@@ -154,7 +154,11 @@ def create_clones(model_fn: Callable[[], Any], devices: CloneDevices) -> List[Cl
 
 
 def _sum_gradients(gradients: Sequence[Gradient]) -> Gradient:
-    """Add one variable's gradients from several clones; IndexedSlices are concatenated, staying sparse."""
+    """Add one variable's gradients from several clones; IndexedSlices are concatenated, staying sparse.
+
+    In a cluster the sum runs where the first clone's gradient was made (``beside``): gradients made on a
+    parameter server beside their update are summed there, not sent to the worker and back.
+    """
     if len(gradients) == 1:
         return gradients[0]
     if all(isinstance(g, tf.IndexedSlices) for g in gradients):
@@ -163,7 +167,8 @@ def _sum_gradients(gradients: Sequence[Gradient]) -> Gradient:
             tf.concat([g.indices for g in gradients], 0),
             gradients[0].dense_shape,
         )
-    return tf.math.add_n([tf.convert_to_tensor(g) for g in gradients], name="sum_clone_gradients")
+    with beside(gradients[0]):
+        return tf.math.add_n([tf.convert_to_tensor(g) for g in gradients], name="sum_clone_gradients")
 
 
 def sum_clone_gradients(per_clone: Sequence[GradsAndVars]) -> GradsAndVars:

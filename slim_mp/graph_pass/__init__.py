@@ -15,7 +15,9 @@ docs/placement.md cite by number. ``rewrite_options`` first checks every option 
    runs float32 where that needs fewer casts; what grappler fuses into a layer stays with it.
 6. Rebuild (``rebuild``): each low op re-created in the low type, its consumers re-routed, one cast per
    (tensor, type); ``weight_casts`` orders each weight's cast next to the layer that reads it, forward
-   and backward, and ``gradient_kernels`` computes each gradient of a low op by the placement's kernel.
+   and backward, and ``gradient_kernels`` computes each gradient of a low op by the placement's kernel;
+   ``wire_side`` makes a cast of a variable on another task (a parameter server) on the variable's
+   device, with its gradient, so the low copy crosses the wire, not the float32 value.
 7. Report (``report``): what was done and why.
 
 ``plan_rewrite`` takes steps 1-5 without touching the graph; ``rewrite`` all seven. The package imports

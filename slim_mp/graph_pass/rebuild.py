@@ -24,6 +24,7 @@ from tensorflow.python.framework import ops as framework_ops
 
 from slim_mp.graph_pass.gradient_kernels import GradientKernels, gradient_with_kernels
 from slim_mp.graph_pass.weight_casts import defer_weight_casts, recast_weights_in_gradient
+from slim_mp.graph_pass.wire_side import keep_gradient_beside, remote_variable_device
 from slim_mp.graph_pass.conversions import Conversion, bytes_per_step, cast_name
 from slim_mp.graph_pass.op_ports import OpPorts, target_op_type
 from slim_mp.precision import short_name
@@ -67,8 +68,12 @@ class Rebuilder:
         new_op = self.replaced.get(tensor.op)
         return tensor if new_op is None else new_op.outputs[tensor.value_index]
 
-    def version(self, tensor: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-        """``tensor``'s current value in ``dtype``: itself, a shared Cast, or a folded constant."""
+    def version(self, tensor: tf.Tensor, dtype: tf.DType, reader_device: str = "") -> tf.Tensor:
+        """``tensor``'s current value in ``dtype``: itself, a shared Cast, or a folded constant.
+
+        A cast of a variable on another task than ``reader_device`` (the op that reads the cast) is made on the
+        variable's device, and its gradient there too (``wire_side``).
+        """
         current = self.current(tensor)
         if current.dtype.base_dtype == dtype.base_dtype:
             return current
@@ -76,8 +81,11 @@ class Rebuilder:
         if key not in self._converted:
             folded = current.op.type == "Const"
             make = self._fold_constant if folded else self._cast
-            with self._clean_scope(current.op.device):
+            remote = "" if folded else remote_variable_device(current, reader_device)
+            with self._clean_scope(remote or current.op.device):
                 self._converted[key] = make(current, dtype)
+            if remote:
+                keep_gradient_beside(self._converted[key].op, remote)
             self.conversions.append(Conversion(
                 name=self._converted[key].op.name, source=current.name,
                 source_dtype=current.dtype.base_dtype.name, dtype=dtype.name,
@@ -121,7 +129,7 @@ class Rebuilder:
         for name in ports.data_attrs:
             attrs[name] = _with_dtype(attrs[name], self.precision)
         inputs = [
-            self.version(t, self.precision if ports.data_inputs[i] else t.dtype)
+            self.version(t, self.precision if ports.data_inputs[i] else t.dtype, op.device)
             for i, t in enumerate(op.inputs)
         ]
         with self._clean_scope(op.device):

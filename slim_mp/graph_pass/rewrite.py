@@ -26,6 +26,7 @@ from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region, select_region
 from slim_mp.graph_pass.report import RewriteReport, group_float32_ops
 from slim_mp.graph_pass.rewrite_options import RewriteOptions, rewrite_options_from
+from slim_mp.graph_pass.wire_side import keep_variable_side_gradients
 from slim_mp.precision import PrecisionLike, resolve_precision
 
 _QUIET_REASONS = ("no low-precision neighbour", "existing float cast")
@@ -168,6 +169,8 @@ def rewrite(
     _check_before_gradients(plan.low_ops)
     rebuilder = None if dry_run else rebuild_low_precision(plan.region.graph, plan.low_ops, plan.ports(),
                                                            plan.dtype, plan.gradient_kernels)
+    if rebuilder is not None:
+        keep_variable_side_gradients(plan.region.ops)
     notes = _notes(plan, rebuilder)
     for note in notes:
         warnings.warn(note, stacklevel=2)

@@ -17,6 +17,10 @@ twice costs no memory, only one more cast per weight per step:
 
 Only the order changes: every value is the same (the same float32 weight, cast the same way).
 
+Leaves alone: a weight cast made on another task than its layer (a parameter server's, ``wire_side``): the
+float32 weight does not live on the layer's task, so the low copy is received once, at the step's start,
+and read forward and backward (half the bytes the float32 value held there before).
+
 The gradient function lives on the Python ``tf.Operation`` (as ``gradient_override_map`` puts it):
 a graph exported and re-imported takes TensorFlow's own gradient, the same values with the
 forward cast held.
@@ -28,10 +32,8 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as framework_ops
 
 from slim_mp.graph_pass.op_classes import BFLOAT16_CLASSES, fuses_into
+from slim_mp.graph_pass.wire_side import on_another_task, variable_behind
 
-# Ops whose output holds a variable's value for the whole step: reading it again costs nothing.
-_VARIABLE_READ_TYPES = frozenset({"ReadVariableOp", "VarHandleOp", "VariableV2", "Variable"})
-_REF_VARIABLE_TYPES = frozenset({"VariableV2", "Variable"})
 _RECAST_SUFFIX = "RecastForGradient"
 # Conv/matmul-class op types (the allow list both precisions share): the layers a weight cast waits for.
 _LAYER_OP_TYPES = BFLOAT16_CLASSES.allow
@@ -39,18 +41,12 @@ _LAYER_OP_TYPES = BFLOAT16_CLASSES.allow
 _MAX_LAYER_DISTANCE = 8
 
 
-def _reads_a_variable(tensor: tf.Tensor) -> bool:
-    """True when ``tensor`` is a variable's value: a resource read, or a ref variable (through ``Identity``)."""
-    op = tensor.op
-    if op.type == "Identity" and op.inputs:
-        return op.inputs[0].op.type in _REF_VARIABLE_TYPES
-    return op.type in _VARIABLE_READ_TYPES
-
-
 def weight_casts(op: tf.Operation) -> List[tf.Tensor]:
-    """The inputs of ``op`` that are a Cast of a variable's value to a float type (the low weight copies)."""
+    """The inputs of ``op`` that are a Cast of a variable's value to a float type (the low weight copies), made on
+    ``op``'s task: a cast on the variable's task (``wire_side``) is received once and read forward and backward."""
     return [tensor for tensor in op.inputs
-            if tensor.op.type == "Cast" and tensor.dtype.is_floating and _reads_a_variable(tensor.op.inputs[0])]
+            if tensor.op.type == "Cast" and tensor.dtype.is_floating
+            and variable_behind(tensor.op.inputs[0]) is not None and not on_another_task(tensor.op.device, op.device)]
 
 
 def _feeds_only(op: tf.Operation, consumer: tf.Operation) -> bool:

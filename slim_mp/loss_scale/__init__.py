@@ -15,7 +15,7 @@ packages use are exported here; code outside ``loss_scale`` imports them from ``
 
 from slim_mp.loss_scale.divergence import (LOSS_CHECK, LOSS_SCALE_GUARD, NONFINITE_LOSS, NONFINITE_SUMMARY, Divergence,
                                            TrainingDivergedError, loss_check, read_divergence, with_diagnosis)
-from slim_mp.loss_scale.finite_check import Gradient, GradsAndVars, gradient_values
+from slim_mp.loss_scale.finite_check import Gradient, GradsAndVars, beside, gradient_values
 from slim_mp.loss_scale.managers import (LOSS_SCALE_STATE_NAMES, ExponentialUpdateLossScaleManager,
                                          FixedLossScaleManager, LossScaleManager, NoLossScaling)
 from slim_mp.loss_scale.optimizer import LOSS_SCALE_COLLECTION, SKIPPED_STEPS_COLLECTION, LossScaleOptimizer
@@ -24,6 +24,7 @@ from slim_mp.loss_scale.policy import (DYNAMIC, DynamicLossScale, LossScaleLike,
 from slim_mp.loss_scale.slot_init import unfolded_slot_initializers
 
 __all__ = [
+    "beside",
     "LOSS_CHECK", "LOSS_SCALE_GUARD", "NONFINITE_LOSS", "NONFINITE_SUMMARY", "Divergence", "TrainingDivergedError",
     "loss_check", "read_divergence", "with_diagnosis", "LOSS_SCALE_STATE_NAMES", "ExponentialUpdateLossScaleManager",
     "FixedLossScaleManager", "LossScaleManager", "NoLossScaling", "Gradient", "GradsAndVars", "gradient_values",

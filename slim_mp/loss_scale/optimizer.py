@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from slim_mp.loss_scale.finite_check import GradsAndVars, Gradient, finite_flags
+from slim_mp.loss_scale.finite_check import GradsAndVars, Gradient, beside, finite_flags
 from slim_mp.loss_scale.gradient_order import defer_variable_terms
 from slim_mp.loss_scale.managers import LossScaleManager
 from slim_mp.loss_scale.skip_monitor import (
@@ -40,13 +40,18 @@ def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
 
 
 def unscale_gradient(gradient: Gradient, loss_scale: tf.Tensor) -> Gradient:
-    """Divide a gradient by the scale in float32 or wider, keeping its dtype and, for IndexedSlices, its sparsity."""
+    """Divide a gradient by the scale in float32 or wider, keeping its dtype and, for IndexedSlices, its sparsity.
+
+    In a cluster the division runs on the task that made the gradient (``finite_check.beside``): the scale crosses,
+    not the gradient.
+    """
     if isinstance(gradient, tf.IndexedSlices):
         return tf.IndexedSlices(
             unscale_gradient(gradient.values, loss_scale), gradient.indices, gradient.dense_shape
         )
     wide = _wide_dtype(gradient.dtype)
-    return tf.cast(tf.cast(gradient, wide) / tf.cast(loss_scale, wide), gradient.dtype)
+    with beside(gradient):
+        return tf.cast(tf.cast(gradient, wide) / tf.cast(loss_scale, wide), gradient.dtype)
 
 
 def _require_resource_variables(variables: Sequence[tf.Variable]) -> None:
