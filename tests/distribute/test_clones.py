@@ -7,7 +7,7 @@ import tf_slim as slim
 
 import slim_mp
 from graph_checks import float32_math_ops, live_bytes_per_step, ops_of_type, reachable_ops
-from slim_mp.distribute.clones import CloneDevices, create_clones, optimize_clones
+from slim_mp.distribute.clones import CloneDevices, create_clones, optimize_clones, sum_clone_gradients
 from slim_mp.training.train_config import TrainConfig
 from slim_mp.distribute.train_step import build_train_step
 from slim_mp.training.loop import train
@@ -185,3 +185,19 @@ def test_gpu_clones_put_ops_on_their_gpu_and_variables_on_the_cpu_or_parameter_s
     assert tf.DeviceSpec.from_string(weights.device) == tf.DeviceSpec.from_string(variable_device)
     assert tf.DeviceSpec.from_string(conv.device) == tf.DeviceSpec.from_string(clone_device)
     assert clones[1].scope == "clone_1"
+
+
+def test_clone_gradients_made_on_a_parameter_server_are_summed_there_and_elsewhere_where_the_scope_says():
+    # The wire side makes a low-precision weight's float32 gradient on the ps: its sum over clones stays there.
+    with tf.Graph().as_default():
+        variable = tf.compat.v1.get_variable("weight", [4], use_resource=True)
+        with tf.device("/job:ps/task:0"):
+            on_ps = [tf.ones([4]) * float(clone) for clone in (1, 2)]
+        with tf.device("/job:worker/task:0"):
+            ((summed_on_ps, _),) = sum_clone_gradients([[(gradient, variable)] for gradient in on_ps])
+            ((summed_here, _),) = sum_clone_gradients([[(tf.ones([4]), variable)], [(tf.ones([4]), variable)]])
+        unplaced = [tf.ones([4]), tf.ones([4])]
+        ((summed_unplaced, _),) = sum_clone_gradients([[(gradient, variable)] for gradient in unplaced])
+    assert summed_on_ps.op.type == "AddN" and summed_on_ps.device == "/job:ps/task:0"
+    assert summed_here.device == "/job:worker/task:0"
+    assert summed_unplaced.device == ""
