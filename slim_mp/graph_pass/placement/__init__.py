@@ -32,6 +32,7 @@ numbered steps; each module imports only those above it):
 - ``step_check``: the chosen placement against all float32 and the static one, as whole steps;
 - ``plan`` / ``decisions``: the decision (``PlacementPlan``; ``untimed_placement`` when nothing could be
   timed) and the decisions file that pins it;
+- ``untimed``: the plan when nothing can be timed;
 - ``served_batches``: an inference graph whose batch is unknown, decided at each serving batch size and the
   plans joined;
 - ``measured``: the whole procedure (``measured_placement``).

@@ -8,9 +8,8 @@ its function, and ``_decided`` calls steps 2-7 in this order:
    low (element-wise ops, batch norm, pooling), get signatures (``_timed_signatures``); their float32 and low
    milliseconds come from a fixed timings file (``options.fixed_timings()``), else the timing cache, else
    micro-benchmarks now, which are cached (``timing_cache``); two cast sizes fit the cast cost model.
-   When no op has a signature (a shape not static: ``_unsigned_why``) or no signature could be timed, the
-   decision ends here (``_not_timed``): the static painting where the precision is native, all float32 where
-   it is emulated.
+   When no op has a signature (a shape not static) or none could be timed, the decision ends here
+   (``_not_timed``): the static painting where the precision is native, all float32 where it is emulated.
    Where the check will likely time the all-float32 step, it is built meanwhile (``_float32_ahead``).
 3. Gradient kernels (``_gradient_kernels``): each low convolution's or product's gradients take the
    kernels measured fastest with the casts they add (``kernel_choice``); its low time is then theirs in
@@ -38,8 +37,8 @@ its function, and ``_decided`` calls steps 2-7 in this order:
    so deny taint, clear/infer spreading and minimal casts still apply.
 
 An inference graph whose batch is unknown (``served_batches``: its input ``[None, height, width, channels]``)
-takes steps 2-7 at each of ``measuring.serving_batch_sizes`` on a copy of that static batch (``_served``);
-the plans are joined, an op staying low only where it paid at every batch.
+takes steps 2-7 at each of ``measuring.serving_batch_sizes`` on a copy of that static batch
+(``decided_at_batches``); the plans are joined, an op staying low only where it paid at every batch.
 """
 
 import dataclasses
@@ -49,9 +48,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.devices import PrecisionSupport, detect_device, precision_support
+from slim_mp.devices import detect_device
 from slim_mp.graph_pass.gradient_kernels import GradientKernels
-from slim_mp.graph_pass.paint import LOW, PaintConfig, paint
+from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
@@ -61,14 +60,15 @@ from slim_mp.graph_pass.placement.estimate import (CastModel, Estimator, fit_cas
 from slim_mp.graph_pass.placement.kernel_choice import choose_kernels
 from slim_mp.graph_pass.placement.noise import pooled_noise
 from slim_mp.graph_pass.placement.options import Placement, PlacementFiles, PlacementOptions, PlacementTuning
-from slim_mp.graph_pass.placement.plan import PlacementPlan, untimed_placement
+from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.region_copy import RegionCopy, copy_for_timing, smaller_for_timing
-from slim_mp.graph_pass.placement.served_batches import at_batch, joined_plan, served_batches
+from slim_mp.graph_pass.placement.served_batches import decided_at_batches, served_batches
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming, cast_signature, op_signature
 from slim_mp.graph_pass.placement.step_check import StepCheck, whole_step_check
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
+from slim_mp.graph_pass.placement.untimed import static_low, support_where_run, untimed_plan, why_unsigned
 from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
 from slim_mp.graph_pass.region import Region
 
@@ -97,7 +97,7 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
     if plan is not None:
         return plan
     batches = served_batches(region, options.measuring)
-    plan = (_served(region, config, options, objectives, batches) if batches
+    plan = (decided_at_batches(region, config, options, objectives, batches, _decided) if batches
             else _decided(region, config, options, objectives))
     if files.decisions_file and files.write_decisions:
         write_decisions(files.decisions_file, plan, config.precision, options.measuring.target.describe())
@@ -119,21 +119,6 @@ def _pinned(region: Region, config: PaintConfig, files: PlacementFiles) -> Optio
         return None
     check_decisions_fit(plan, region, path)
     return dataclasses.replace(plan, seconds=time.perf_counter() - started)
-
-
-def _served(region: Region, config: PaintConfig, options: PlacementOptions, objectives: Sequence[tf.Tensor],
-            batches: Sequence[int]) -> PlacementPlan:
-    """Steps 2-7 at each of ``batches`` on ``region`` given that static batch (``served_batches.at_batch``), the
-    plans joined (``served_batches.joined_plan``). Each batch's whole steps are fed all its examples: the batch
-    served is the one to time, not ``step_max_batch`` of it."""
-    started = time.perf_counter()
-    plans = {}
-    for batch in batches:
-        served_region, served_objectives = at_batch(region, objectives, batch)
-        measuring = dataclasses.replace(options.measuring, step_max_batch=max(options.measuring.step_max_batch, batch))
-        plans[batch] = _decided(served_region, config, dataclasses.replace(options, measuring=measuring),
-                                served_objectives)
-    return joined_plan(plans, time.perf_counter() - started)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,7 +162,7 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
     measuring = options.measuring
     signatures = _timed_signatures(region, config, measuring.time_followers)
     if not signatures:
-        return _not_timed(region, config, measuring.target, _unsigned_why(region, config))
+        return _not_timed(region, config, measuring.target, why_unsigned(region, config))
     copy, why_not = _step_copy(region, options, objectives, bool(signatures))
     cache = TimingCache(cache_dir(options.files.cache_dir), measuring.target.describe(), config.precision)
     pool = StepPool(copy, config, measuring.target, measuring.step_warmup) if copy is not None else None
@@ -206,48 +191,17 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
 FOLLOWER_CLASSES = ("infer", "clear")
 
 
-def _static_low(region: Region, config: PaintConfig, classes: Sequence[str]) -> List[tf.Operation]:
-    """The ops of ``classes`` the static painting makes low."""
-    return [op for op, d in paint(region, config).items() if d.op_class in classes and d.colour == LOW]
-
-
 def _timed_signatures(region: Region, config: PaintConfig, followers: bool) -> Dict[str, OpSignature]:
     """The signatures of the allow ops the static painting makes low (and of the ops that follow them low, with
     ``followers``), by op name."""
-    timed = _static_low(region, config, ("allow",) + (FOLLOWER_CLASSES if followers else ()))
+    timed = static_low(region, config, ("allow",) + (FOLLOWER_CLASSES if followers else ()))
     signatures = {op.name: op_signature(op) for op in timed}
     return {name: s for name, s in signatures.items() if s is not None}
 
 
-def _unsigned_why(region: Region, config: PaintConfig) -> str:
-    """Why no op of ``region`` has a signature to time: the static lists make none low, or the first such op's
-    input without a static shape (or, rarely, a non-float input that is not constant)."""
-    low = _static_low(region, config, ("allow",))
-    if not low:
-        return "the static lists make no op low"
-    for op in low:
-        for tensor in op.inputs:
-            if not tensor.shape.is_fully_defined():
-                return (f"no op the static lists make low has static shapes (e.g. {op.name}'s input {tensor.name} "
-                        f"is {tensor.shape})")
-    return f"no op the static lists make low has a timeable signature (e.g. {low[0].name})"
-
-
-def _support_here(config: PaintConfig, target: MeasuringTarget) -> Optional[PrecisionSupport]:
-    """Whether the low precision is native where the step runs (``slim_mp.devices``); None when the step runs
-    on another kind of device than this process's, whose support is not known here."""
-    device = detect_device()
-    kind = target.device_type() or device.kind
-    return precision_support(device)[config.precision.name] if kind == device.kind else None
-
-
 def _not_timed(region: Region, config: PaintConfig, target: MeasuringTarget, why: str) -> PlacementPlan:
-    """The plan when nothing could be timed (``why``): ``plan.untimed_placement``, all float32 where the
-    precision is emulated on the step's device, else the static painting."""
-    support = _support_here(config, target)
-    emulated = f"{config.precision.name} is {support.reason}" if support is not None and not support.native else ""
-    low = [op.name for op in _static_low(region, config, ("allow",))]
-    return untimed_placement(why, low, emulated, step_words(target.training))
+    """The plan when nothing could be timed (``why``), on this process's device (``untimed.untimed_plan``)."""
+    return untimed_plan(region, config, target, why, detect_device())
 
 
 def _step_copy(region: Region, options: PlacementOptions, objectives: Sequence[tf.Tensor],
@@ -265,7 +219,7 @@ def _check_likely(config: PaintConfig, target: MeasuringTarget) -> bool:
     the all-float32 step, so its graph is worth building while the micro-benchmarks warm up (only
     when they run: with every op timing cached there is no warm-up to hide it behind, and the
     check's rounds are likely cached too)."""
-    support = _support_here(config, target)
+    support = support_where_run(config, target, detect_device())
     return support is not None and support.native
 
 

@@ -11,15 +11,19 @@ every batch are joined (``joined_plan``): an op stays low only where it paid at 
 """
 
 import dataclasses
-from typing import Dict, List, Sequence, Tuple
+import time
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.graph_pass.placement.options import PlacementMeasuring
+from slim_mp.graph_pass.paint import PaintConfig
+from slim_mp.graph_pass.placement.options import PlacementMeasuring, PlacementOptions
 from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.region import Region
 
 _PLACEHOLDER = "Placeholder"
+# decide(region, config, options, objectives) -> the plan of steps 2-7 (``measured._decided``).
+Decide = Callable[[Region, PaintConfig, PlacementOptions, Sequence[tf.Tensor]], PlacementPlan]
 
 
 def _unknown_batch_inputs(region: Region) -> List[tf.Operation]:
@@ -95,3 +99,18 @@ def joined_plan(plans: Dict[int, PlacementPlan], seconds: float) -> PlacementPla
         measured_signatures=sum(plan.measured_signatures for plan in plans.values()),
         cached_signatures=sum(plan.cached_signatures for plan in plans.values()),
         seconds=seconds, timed_batches=tuple(batches))
+
+
+def decided_at_batches(region: Region, config: PaintConfig, options: PlacementOptions,
+                       objectives: Sequence[tf.Tensor], batches: Sequence[int], decide: Decide) -> PlacementPlan:
+    """``decide`` at each of ``batches`` on ``region`` given that static batch (``at_batch``), the plans joined
+    (``joined_plan``). Each batch's whole steps are fed all its examples: the batch served is the one to time,
+    not ``step_max_batch`` of it."""
+    started = time.perf_counter()
+    plans = {}
+    for batch in batches:
+        served_region, served_objectives = at_batch(region, objectives, batch)
+        measuring = dataclasses.replace(options.measuring, step_max_batch=max(options.measuring.step_max_batch, batch))
+        plans[batch] = decide(served_region, config, dataclasses.replace(options, measuring=measuring),
+                              served_objectives)
+    return joined_plan(plans, time.perf_counter() - started)
