@@ -56,7 +56,7 @@ def _export(config: ExportConfig, print_line: Callable[[str], None]) -> ExportRe
         check_new_folder(config.saved_model_dir, "saved_model_dir")
     built = build_inference_graph(config)
     if built.report is not None:
-        logging.info("%s", built.report.summary())
+        logging.info("%s", built.report.summary_text())
         if config.precision_options.mp_report:
             write_rewrite_reports([built.report], config.precision_options.mp_report)
     if checkpoint:

@@ -23,7 +23,7 @@ from nets.preprocessing import preprocessing_factory
 from slim_mp.datasets import OFFICIAL_DATASETS, get_dataset
 from slim_mp.config_fields import ArgumentError, argument, option
 from slim_mp.export.low_precision_weights import fold_weight_casts
-from slim_mp.graph_pass import MeasuringTarget, RewriteReport, rewrite
+from slim_mp.graph_pass import MeasuringTarget, PlacementMeasuring, RewriteReport, rewrite
 from slim_mp.training import (
     INPUT_NAME, OUTPUT_NAMES, PrecisionOptions, check_model_name, input_size, is_tflite_path, reachable_graph_def,
 )
@@ -43,9 +43,10 @@ DEFAULT_CALIBRATION_SAMPLES = 200
 class ExportConfig:
     """Options of one export (the field names are the flag names of ``export_inference_graph.py``).
 
-    The first thirteen are TF-Slim's official flags with their defaults; ``checkpoint_path`` freezes
-    weights into the graph, ``saved_model_dir`` also writes a SavedModel, and the precision
-    options rewrite the graph for float16 / bfloat16 inference. An ``output_file`` ending in
+    The first thirteen are TF-Slim's official flags with their defaults;
+    ``checkpoint_path`` freezes weights into the graph, ``saved_model_dir`` also writes a SavedModel, and the
+    precision options rewrite the graph for float16 / bfloat16 inference, its placement timed at
+    ``serving_batch_sizes`` when ``batch_size`` is unset. An ``output_file`` ending in
     ``.tflite`` is a TensorFlow Lite model (``tflite_model``), int8 with ``quantize``, calibrated on
     ``calibration_samples`` train images preprocessed by ``preprocessing_name``.
     """
@@ -93,6 +94,10 @@ class ExportConfig:
         None, "With --quantize: the preprocessing of the calibration images, as in evaluation; unset means the one "
         "of --model_name."
     )
+    serving_batch_sizes: Tuple[int, ...] = option(
+        PlacementMeasuring().serving_batch_sizes, "Without --batch_size: the batch sizes the measured placement "
+        "times the low-precision graph at (comma-separated); an op runs low only where that pays at every one."
+    )
     precision_options: PrecisionOptions = dataclasses.field(default_factory=PrecisionOptions)
 
 
@@ -121,6 +126,7 @@ def check_export_config(config: ExportConfig) -> None:
             raise ValueError(f"--{flag}={value} must be a positive integer, or unset.")
     if config.labels_offset < 0:
         raise ValueError(f"--labels_offset={config.labels_offset} must be >= 0.")
+    PlacementMeasuring(serving_batch_sizes=config.serving_batch_sizes)  # ArgumentError unless positive sizes
     check_model_name(config.model_name)
     _check_video_options(config)
 
@@ -182,8 +188,9 @@ def build_inference_graph(config: ExportConfig) -> InferenceGraph:
         logits, _ = network_fn(images)
         report = None
         if precision.mixed:
-            report = rewrite(logits, precision.precision, include_update_ops=False,
-                             options=precision.rewrite_options(MeasuringTarget(training=False)))
+            options = precision.rewrite_options(MeasuringTarget(training=False),
+                                                serving_batch_sizes=config.serving_batch_sizes)
+            report = rewrite(logits, precision.precision, include_update_ops=False, options=options)
             logits = report.remap(logits)
         logits = tf.identity(tf.cast(logits, tf.float32), name=OUTPUT_NAMES[0])
         outputs = {

@@ -82,6 +82,8 @@ def check_tflite_config(config: ExportConfig) -> None:
             raise ValueError(f"--{flag} with {output}: a TensorFlow Lite export writes the one .tflite file; "
                              "export again with --output_file=....pb for a graph or SavedModel.")
     pass_flags = [flag for flag in config.precision_options.typed_flags() if not flag.startswith("--precision=")]
+    if config.serving_batch_sizes != ExportConfig().serving_batch_sizes:
+        pass_flags.append(f"--serving_batch_sizes={','.join(map(str, config.serving_batch_sizes))}")
     if pass_flags:
         raise ValueError(f"{pass_flags[0]} with {output}: the converter, not slim_mp's graph pass, makes a "
                          "TensorFlow Lite model low precision; drop it.")

@@ -4,8 +4,10 @@ import collections
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from slim_mp.config_fields import ArgumentText
 from slim_mp.graph_pass.conversions import Conversion
 from slim_mp.graph_pass.placement.plan import PlacementPlan
+from slim_mp.graph_pass.placement.served_batches import batch_words
 
 _MAX_NAMES = 5
 
@@ -17,6 +19,8 @@ class RewriteReport:
     ``remap(x)`` maps tensors or ops the caller still holds (a tensor, an op, or nested
     lists/tuples/dicts such as ``end_points``) to those that compute them after the rewrite,
     each tensor keeping its dtype (a float32 tensor comes back as a cast of the new value).
+    ``warnings`` name what the caller can change marked (``config_fields.argument``): ``summary`` and
+    ``to_dict`` read them as library arguments, ``summary_text`` leaves a script's log to name its flags.
     """
 
     precision: str
@@ -61,6 +65,7 @@ class RewriteReport:
         """JSON-ready summary (no TensorFlow objects)."""
         result = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.startswith("_")}
         result["conversions"] = [dataclasses.asdict(c) for c in self.conversions]
+        result["warnings"] = [str(ArgumentText(warning)) for warning in self.warnings]
         result["placement"] = self.placement.as_json() if self.placement else None
         result["class_counts"] = {
             c: {t: {"converted": n, "seen": m} for t, (n, m) in types.items()}
@@ -74,6 +79,10 @@ class RewriteReport:
 
     def summary(self) -> str:
         """A few readable lines: what was converted, where casts went, what stayed float32 and why."""
+        return str(self.summary_text())
+
+    def summary_text(self) -> ArgumentText:
+        """``summary`` as an ``ArgumentText``: a script logs it, and its warnings then name the script's flags."""
         verb = "would convert" if self.dry_run else "converted"
         to_low = sum(1 for c in self.casts if c.dtype == self.precision)
         lines = [
@@ -98,25 +107,30 @@ class RewriteReport:
             listed = ", ".join(f"{t} x{n}" for t, n in sorted(self.unlisted_op_types.items()))
             lines.append(f"  unlisted op types kept float32 (classify them to convert): {listed}")
         lines.extend(f"  WARNING: {w}" for w in self.warnings)
-        return "\n".join(lines)
+        return ArgumentText("\n".join(lines))
 
 
 def _placement_line(plan: PlacementPlan, precision: str) -> str:
-    """One line on the measured placement: ops kept float32, estimated step, where the decision came from."""
+    """One line on the measured placement: what was timed and at which shapes (or that nothing was, and why),
+    ops kept float32, estimated step, where the decision came from."""
     if not plan.timed:
         return f"  placement: {plan.source}"
-    line = (f"  placement: measured ({plan.source}; timed: {plan.timed_step} steps), {len(plan.float32_ops)} timed "
-            f"ops kept float32 as slower in {precision} on this device, {len(plan.low_ops)} measured faster")
+    shapes = batch_words(plan.timed_batches) if plan.timed_batches else "the graph's shapes"
+    every = " at every batch" if len(plan.timed_batches) > 1 else ""
+    line = (f"  placement: measured ({plan.source}; timed: {plan.timed_step} steps at {shapes}), "
+            f"{len(plan.float32_ops)} timed ops kept float32 as slower in {precision} on this device, "
+            f"{len(plan.low_ops)} measured faster{every}")
     if plan.gradient_kernels:
         kernels = plan.gradient_kernels.counts()
         line += ("; gradients not in " + precision + ": "
                  + ", ".join(f"{count} {kernel}" for kernel, count in sorted(kernels.items())))
     estimates = (plan.estimated_ms, plan.static_estimated_ms, plan.float32_estimated_ms)
+    largest = f" at batch {plan.timed_batches[-1]}" if plan.timed_batches else ""
     if None not in estimates:
-        line += (f"; estimated {plan.estimated_ms:.1f} ms vs {plan.static_estimated_ms:.1f} ms "
+        line += (f"; estimated{largest} {plan.estimated_ms:.1f} ms vs {plan.static_estimated_ms:.1f} ms "
                  f"with the static lists and {plan.float32_estimated_ms:.1f} ms all in float32")
     if plan.check is not None:
-        line += f"; {plan.check.summary()}"
+        line += f"; {plan.check.summary()}{largest}"
     return line + f"; {plan.seconds:.2f}s"
 
 

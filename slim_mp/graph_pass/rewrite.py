@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 import tensorflow as tf
 
+from slim_mp.config_fields import ArgumentText, argument
 from slim_mp.devices import device_type as detected_device_type
 from slim_mp.devices import emulation_warning
 from slim_mp.graph_pass.conversions import planned_conversions
@@ -173,23 +174,25 @@ def rewrite(
         keep_variable_side_gradients(plan.region.ops)
     notes = _notes(plan, rebuilder)
     for note in notes:
-        warnings.warn(note, stacklevel=2)
+        warnings.warn(str(ArgumentText(note)), stacklevel=2)
     return _report(plan, rebuilder, notes, started)
 
 
 def _notes(plan: RewritePlan, rebuilder: Optional[Rebuilder]) -> List[str]:
     """The warnings of a rewrite: an emulated precision, the rebuild's (a constant that overflows), and why
-    nothing was converted when nothing was."""
+    nothing was converted when nothing was (the arguments they name marked: ``config_fields.argument``)."""
     notes = [plan.emulated] if plan.emulated else []
     notes.extend(rebuilder.warnings if rebuilder is not None else [])
     dtype = plan.dtype.name
     already = any(t.dtype == plan.dtype for op in plan.region.ops for t in op.outputs)
     if plan.low_ops or already:
         return notes
-    if plan.placement is not None and plan.placement.float32_ops:
+    force = f"{argument('placement')}=static converts them anyway."
+    if plan.placement is not None and plan.placement.float32_ops and not plan.placement.timed:
+        notes.append(f"nothing was converted to {dtype}: the measured placement's {plan.placement.source}; {force}")
+    elif plan.placement is not None and plan.placement.float32_ops:
         notes.append(f"nothing was converted to {dtype}: the measured placement kept every allow op float32, "
-                     f"{dtype} does not pay on this device for these shapes (see the float32 reasons); "
-                     "placement='static' converts them anyway.")
+                     f"{dtype} does not pay on this device for these shapes (see the float32 reasons); {force}")
     else:
         notes.append(f"nothing was converted to {dtype}: no allow-list op (Conv2D, MatMul, ...) computes "
                      "the fetches, or all were kept float32 (see the float32 reasons).")

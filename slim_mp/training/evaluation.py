@@ -119,7 +119,7 @@ def _build(config: EvalConfig) -> _EvalGraph:
         if config.precision_options.mixed:
             report = rewrite(logits, config.precision_options.precision,
                              options=config.precision_options.rewrite_options(MeasuringTarget(training=False)))
-            logging.info("%s", report.summary())
+            logging.info("%s", report.summary_text())
             if config.precision_options.mp_report:
                 write_rewrite_reports([report], config.precision_options.mp_report)
             logits = report.remap(logits)

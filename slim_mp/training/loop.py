@@ -164,7 +164,7 @@ def _train(config: TrainConfig, layout: ClusterLayout, print_line: Callable[[str
     if layout.is_chief:
         _record_precision(config.train_dir, config.precision_options.precision)
     for report in built.rewrite_reports:
-        logging.info("%s", report.summary())
+        logging.info("%s", report.summary_text())
     if config.precision_options.mp_report and layout.is_chief:
         write_rewrite_reports(built.rewrite_reports, config.precision_options.mp_report)
     open_session = functools.partial(

@@ -17,7 +17,7 @@ from slim_mp.precision import precision_name
 
 # The flags whose names differ from the library arguments they set (``--mp_debug_nonfinite`` sets
 # ``enable_mixed_precision(debug_nonfinite=...)``): how a script's ``error:`` line names those arguments.
-FLAG_NAMES = {"debug_nonfinite": "mp_debug_nonfinite"}
+FLAG_NAMES = {"debug_nonfinite": "mp_debug_nonfinite", "placement": "mp_placement"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,16 +76,19 @@ class PrecisionOptions:
                 typed.append(f"--{field.name}={','.join(value) if isinstance(value, tuple) else value}")
         return tuple(typed)
 
-    def rewrite_options(self, target: MeasuringTarget = MeasuringTarget(),
-                        files: PlacementFiles = PlacementFiles()) -> RewriteOptions:
+    def rewrite_options(self, target: MeasuringTarget = MeasuringTarget(), files: PlacementFiles = PlacementFiles(),
+                        serving_batch_sizes: Tuple[int, ...] = PlacementMeasuring().serving_batch_sizes
+                        ) -> RewriteOptions:
         """The graph pass's options for ``slim_mp.rewrite`` / ``enable_mixed_precision`` (``options=``), the
         measured placement's built here once for the run.
 
         ``target``: where the step runs; ``MeasuringTarget(training=False)`` for evaluation and export, whose
         placement times forward steps only, never reusing a training step's timings. ``files``: the run's
         decisions file and how it is shared (training: ``train_dir``'s, written by the chief).
+        ``serving_batch_sizes``: the batches an inference graph of unknown batch (an export's) is timed at.
         """
-        placement_options = PlacementOptions(files, PlacementMeasuring(target=target))
+        placement_options = PlacementOptions(files, PlacementMeasuring(target=target,
+                                                                       serving_batch_sizes=serving_batch_sizes))
         return RewriteOptions(allow=self.mp_allow_ops, deny=self.mp_deny_ops, keep_fp32_scopes=self.mp_keep_fp32_scopes,
                               placement=self.mp_placement, placement_options=placement_options)
 

@@ -30,11 +30,18 @@ numbered steps; each module imports only those above it):
 - ``whole_steps``: candidates' whole steps timed side by side until settled, cached;
 - ``search``: which candidates to compare, why each keeps its ops float32, and which wins;
 - ``step_check``: the chosen placement against all float32 and the static one, as whole steps;
-- ``plan`` / ``decisions``: the decision (``PlacementPlan``) and the decisions file that pins it;
+- ``plan`` / ``decisions``: the decision (``PlacementPlan``; ``untimed_placement`` when nothing could be
+  timed) and the decisions file that pins it;
+- ``untimed``: the plan when nothing can be timed;
+- ``served_batches``: an inference graph whose batch is unknown, decided at each serving batch size and the
+  plans joined;
 - ``measured``: the whole procedure (``measured_placement``).
 
 A precision the device only emulates (float16 on a CPU) is not timed: ``emulated_placement``
-keeps the static painting, so its numerics can be checked anywhere.
+keeps the static painting, so its numerics can be checked anywhere. Where nothing can be timed (a
+shape not static) the static painting applies where the precision is native; where it is emulated
+(bfloat16 on a CPU without AVX512-BF16, or with oneDNN off) every op stays float32, as timing would
+almost surely have kept it, and the rewrite's warning names the static placement that forces it low.
 """
 
 from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement

@@ -25,7 +25,8 @@ _SCHEMA = {
     "estimated_ms": MaybeMissing(_NUMBER_OR_NONE), "static_estimated_ms": MaybeMissing(_NUMBER_OR_NONE),
     "float32_estimated_ms": MaybeMissing(_NUMBER_OR_NONE), "check": MaybeMissing((dict, type(None))),
     "gradient_kernels": MaybeMissing(MappingOf(MappingOf(str))), "gradient_reasons": MaybeMissing(MappingOf(str)),
-    "timed_step": MaybeMissing(str),
+    "timed_step": MaybeMissing(str), "timed_batches": MaybeMissing(ListOf(int)), "timed": MaybeMissing(bool),
+    "source": MaybeMissing(str),
 }
 _CHECK_SCHEMA = {"verdict": str, "reason": str, **{name: MaybeMissing(_NUMBER_OR_NONE) for name in
                                                     ("chosen_ms", "float32_ms", "static_ms", "noise")}}
@@ -54,13 +55,16 @@ def read_decisions(path: str, precision: tf.DType) -> Optional[PlacementPlan]:
     if stored["precision"] != precision.name:
         raise ValueError(f"{path} holds placement decisions for {stored['precision']!r}, not {precision.name!r}; "
                          + _AGAIN)
+    timed = stored.get("timed", True)
+    source = f"reused from {path}" + ("" if timed else f": {stored.get('source', 'nothing timed')}")
     return PlacementPlan(float32_ops=dict(stored["float32_ops"]), low_ops=list(stored["low_ops"]),
                          tail_low=stored.get("tail_low", False), estimated_ms=stored.get("estimated_ms"),
                          static_estimated_ms=stored.get("static_estimated_ms"),
-                         float32_estimated_ms=stored.get("float32_estimated_ms"), source=f"reused from {path}",
+                         float32_estimated_ms=stored.get("float32_estimated_ms"), source=source, timed=timed,
                          check=_stored_check(check), gradient_kernels=kernels,
                          gradient_reasons=dict(stored.get("gradient_reasons", {})),
-                         timed_step=stored.get("timed_step", "forward + backward"))
+                         timed_step=stored.get("timed_step", "forward + backward"),
+                         timed_batches=tuple(stored.get("timed_batches", ())))
 
 
 def _damaged(path: str, problem: str) -> ValueError:

@@ -8,6 +8,8 @@ its function, and ``_decided`` calls steps 2-7 in this order:
    low (element-wise ops, batch norm, pooling), get signatures (``_timed_signatures``); their float32 and low
    milliseconds come from a fixed timings file (``options.fixed_timings()``), else the timing cache, else
    micro-benchmarks now, which are cached (``timing_cache``); two cast sizes fit the cast cost model.
+   When no op has a signature (a shape not static) or none could be timed, the decision ends here
+   (``_not_timed``): the static painting where the precision is native, all float32 where it is emulated.
    Where the check will likely time the all-float32 step, it is built meanwhile (``_float32_ahead``).
 3. Gradient kernels (``_gradient_kernels``): each low convolution's or product's gradients take the
    kernels measured fastest with the casts they add (``kernel_choice``); its low time is then theirs in
@@ -33,6 +35,10 @@ its function, and ``_decided`` calls steps 2-7 in this order:
    kernels, the estimates of the chosen, static and all-float32 placements, every candidate compared,
    the check (``PlacementPlan``). The painting then applies it as fixed-float32 ops (``apply_placement``),
    so deny taint, clear/infer spreading and minimal casts still apply.
+
+An inference graph whose batch is unknown (``served_batches``: its input ``[None, height, width, channels]``)
+takes steps 2-7 at each of ``measuring.serving_batch_sizes`` on a copy of that static batch
+(``decided_at_batches``); the plans are joined, an op staying low only where it paid at every batch.
 """
 
 import dataclasses
@@ -42,9 +48,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from slim_mp.devices import detect_device, precision_support
+from slim_mp.devices import detect_device
 from slim_mp.graph_pass.gradient_kernels import GradientKernels
-from slim_mp.graph_pass.paint import LOW, PaintConfig, paint
+from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, all_float32_candidate, static_candidate
 from slim_mp.graph_pass.placement.candidate_step import StepPool
 from slim_mp.graph_pass.placement.context import SearchContext
@@ -56,11 +62,13 @@ from slim_mp.graph_pass.placement.noise import pooled_noise
 from slim_mp.graph_pass.placement.options import Placement, PlacementFiles, PlacementOptions, PlacementTuning
 from slim_mp.graph_pass.placement.plan import PlacementPlan
 from slim_mp.graph_pass.placement.region_copy import RegionCopy, copy_for_timing, smaller_for_timing
+from slim_mp.graph_pass.placement.served_batches import decided_at_batches, served_batches
 from slim_mp.graph_pass.placement.search import decide_by_steps, find_candidates, shortlist, worth_timing
 from slim_mp.graph_pass.placement.signatures import CAST, OpSignature, OpTiming, cast_signature, op_signature
 from slim_mp.graph_pass.placement.step_check import StepCheck, whole_step_check
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.placement.timing_cache import TimingCache, cache_dir, timings_for
+from slim_mp.graph_pass.placement.untimed import static_low, support_where_run, untimed_plan, why_unsigned
 from slim_mp.graph_pass.placement.whole_steps import StepBatch, steps_timed
 from slim_mp.graph_pass.region import Region
 
@@ -88,7 +96,9 @@ def measured_placement(region: Region, config: PaintConfig, options: Optional[Pl
     plan = _pinned(region, config, files)
     if plan is not None:
         return plan
-    plan = _decided(region, config, options, objectives)
+    batches = served_batches(region, options.measuring)
+    plan = (decided_at_batches(region, config, options, objectives, batches, _decided) if batches
+            else _decided(region, config, options, objectives))
     if files.decisions_file and files.write_decisions:
         write_decisions(files.decisions_file, plan, config.precision, options.measuring.target.describe())
     return plan
@@ -151,12 +161,17 @@ def _decided(region: Region, config: PaintConfig, options: PlacementOptions,
     started = time.perf_counter()
     measuring = options.measuring
     signatures = _timed_signatures(region, config, measuring.time_followers)
+    if not signatures:
+        return _not_timed(region, config, measuring.target, why_unsigned(region, config))
     copy, why_not = _step_copy(region, options, objectives, bool(signatures))
     cache = TimingCache(cache_dir(options.files.cache_dir), measuring.target.describe(), config.precision)
     pool = StepPool(copy, config, measuring.target, measuring.step_warmup) if copy is not None else None
     try:
         ahead = _float32_ahead(pool, config, cache, signatures)
         times = _op_timings(config, signatures, cache, options, pool.wait_idle if pool is not None else None)
+        if not times.timings:
+            return _not_timed(region, config, measuring.target, f"none of the {len(signatures)} ops the static "
+                              "lists make low could be timed here (no kernel, or not in the fixed timings)")
         chosen_kernels = _gradient_kernels(region, config, times, options.tuning)
         if ahead is not None and any(t.low_ms < t.float32_ms for t in chosen_kernels.estimate.timings.values()):
             pool.start([ahead])  # some op is faster low, so the check will likely time it: open it meanwhile
@@ -179,11 +194,14 @@ FOLLOWER_CLASSES = ("infer", "clear")
 def _timed_signatures(region: Region, config: PaintConfig, followers: bool) -> Dict[str, OpSignature]:
     """The signatures of the allow ops the static painting makes low (and of the ops that follow them low, with
     ``followers``), by op name."""
-    decisions = paint(region, config)
-    classes = ("allow",) + (FOLLOWER_CLASSES if followers else ())
-    timed = [op for op, d in decisions.items() if d.op_class in classes and d.colour == LOW]
+    timed = static_low(region, config, ("allow",) + (FOLLOWER_CLASSES if followers else ()))
     signatures = {op.name: op_signature(op) for op in timed}
     return {name: s for name, s in signatures.items() if s is not None}
+
+
+def _not_timed(region: Region, config: PaintConfig, target: MeasuringTarget, why: str) -> PlacementPlan:
+    """The plan when nothing could be timed (``why``), on this process's device (``untimed.untimed_plan``)."""
+    return untimed_plan(region, config, target, why, detect_device())
 
 
 def _step_copy(region: Region, options: PlacementOptions, objectives: Sequence[tf.Tensor],
@@ -201,9 +219,8 @@ def _check_likely(config: PaintConfig, target: MeasuringTarget) -> bool:
     the all-float32 step, so its graph is worth building while the micro-benchmarks warm up (only
     when they run: with every op timing cached there is no warm-up to hide it behind, and the
     check's rounds are likely cached too)."""
-    device = detect_device()
-    kind = target.device_type() or device.kind
-    return kind == device.kind and precision_support(device)[config.precision.name].native
+    support = support_where_run(config, target, detect_device())
+    return support is not None and support.native
 
 
 def _float32_ahead(pool: Optional[StepPool], config: PaintConfig, cache: TimingCache,

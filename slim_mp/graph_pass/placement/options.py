@@ -15,6 +15,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.graph_pass.placement.noise import NoiseRule
 from slim_mp.graph_pass.placement.candidate import Candidate
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming
@@ -81,7 +82,12 @@ class PlacementFiles:
 @dataclasses.dataclass(frozen=True)
 class PlacementMeasuring:
     """What may be measured, where and how: the target the step runs on, the measuring functions (tests inject
-    fakes), whether whole steps and the ops after the allow ops are timed, and the size of what is timed."""
+    fakes), whether whole steps and the ops after the allow ops are timed, the size of what is timed, and the
+    batches an inference graph whose batch is unknown is timed at (``serving_batch_sizes``, ``served_batches``).
+
+    Raises:
+      ArgumentError: naming ``serving_batch_sizes`` when it is empty or holds a size below 1.
+    """
 
     target: MeasuringTarget = MeasuringTarget()
     measure: Optional[Measure] = None
@@ -94,6 +100,15 @@ class PlacementMeasuring:
     cast_sizes: Tuple[int, int] = (1 << 14, 1 << 20)
     op_max_elements: int = 1 << 20
     step_max_batch: int = 4
+    serving_batch_sizes: Tuple[int, ...] = (1, 32)
+
+    def __post_init__(self) -> None:
+        sizes = tuple(self.serving_batch_sizes)
+        if not sizes or any(isinstance(size, bool) or not isinstance(size, int) or size < 1 for size in sizes):
+            shown = ",".join(str(size) for size in sizes) or "(none)"
+            raise ArgumentError(f"{argument('serving_batch_sizes')}={shown}: the batch sizes an inference graph "
+                                "of unknown batch is timed at must be one or more positive integers, e.g. 1,32.")
+        object.__setattr__(self, "serving_batch_sizes", tuple(sorted(set(sizes))))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The placement's decision as the rest of slim_mp sees it: ``PlacementPlan`` (``RewriteReport.placement``)."""
 
 import dataclasses
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from slim_mp.graph_pass.gradient_kernels import GradientKernels
 from slim_mp.graph_pass.paint import PaintConfig
@@ -23,6 +23,8 @@ class PlacementPlan:
     run in the low type and their kernels (``GradientKernels``), with the sentence saying why per op
     in ``gradient_reasons`` (``kernel_choice``). ``timed_step``: what was timed,
     ``forward + backward`` (a training step) or ``forward`` (evaluation, export: ``MeasuringTarget.training``).
+    ``timed_batches``: the batches an inference graph whose batch is unknown was timed at
+    (``served_batches``); () when the graph's own shapes were.
     """
 
     float32_ops: Dict[str, str]
@@ -41,6 +43,7 @@ class PlacementPlan:
     gradient_kernels: GradientKernels = GradientKernels()
     gradient_reasons: Dict[str, str] = dataclasses.field(default_factory=dict)
     timed_step: str = "forward + backward"
+    timed_batches: Tuple[int, ...] = ()
 
     def chosen(self) -> Candidate:
         """The decision as a candidate, its reasons those recorded when it was made."""
@@ -70,3 +73,18 @@ def emulated_placement(emulation: str) -> PlacementPlan:
     return PlacementPlan(float32_ops={}, low_ops=[], timed=False, source=(
         f"static painting, not timed: {emulation.rstrip('.')}; timing would keep every op float32, so the "
         "precision runs emulated for its numerics"))
+
+
+def untimed_placement(why: str, static_low: Sequence[str], emulated: str, timed_step: str) -> PlacementPlan:
+    """The plan when nothing could be timed (``why``): the static painting where the precision is native, else
+    (``emulated``: "bfloat16 is emulated: <why>") every op the static lists make low (``static_low``) kept
+    float32. Emulated kernels are mostly slower than float32, so without a timing that says otherwise the low
+    precision would only make the step slower; the static placement is the way to force it.
+    """
+    if not emulated or not static_low:
+        return PlacementPlan(float32_ops={}, low_ops=[], timed=False, timed_step=timed_step,
+                             source=f"static painting, nothing timed: {why}")
+    return PlacementPlan(float32_ops={name: f"not timed ({why}) and {emulated}" for name in sorted(static_low)},
+                         low_ops=[], timed=False, timed_step=timed_step, source=(
+                             f"every op kept float32, nothing timed: {why}; {emulated}, and emulated kernels are "
+                             "slower than float32 unless timed faster"))
