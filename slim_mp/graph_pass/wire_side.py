@@ -10,6 +10,9 @@ low-precision gradient crosses, and the float32 one is made beside the update it
 An op TensorFlow placed with such a variable reads its float32 value (a regularizer: ``get_variable``
 colocates it with its variable); its gradient (weight decay: the weight times a scalar) is made there
 too, so the float32 weight never crosses for it and the gradient's terms are summed beside the update.
+TF-Slim's layers (Keras-style underneath) create their weight decay's ``L2Loss`` without that
+colocation, on the worker: an op that reduces a remote variable's value to a float scalar is moved to
+the variable's device, with its gradient, so a scalar crosses instead of the float32 weight.
 
 Only where ops run changes, never what they compute. Leaves alone: everything within one task (a
 single process, a worker's own devices), gradient kernels that read a weight in float32 (the
@@ -109,9 +112,24 @@ def _colocated_variable_device(op: tf.Operation) -> str:
     return ""
 
 
+def _reduced_variable_device(op: tf.Operation) -> str:
+    """The device of the variable on another task whose float32 value ``op`` reduces to float scalars (the
+    ``L2Loss`` of a weight decay that Keras-style layers create without colocating it), else ""."""
+    if not op.outputs or not all(out.dtype.is_floating and out.shape.rank == 0 for out in op.outputs):
+        return ""
+    for tensor in op.inputs:
+        if tensor.dtype.is_floating and (tensor.shape.num_elements() or 0) > 1:
+            device = remote_variable_device(tensor, op.device)
+            if device:
+                return device
+    return ""
+
+
 def keep_variable_side_gradients(ops: Iterable[tf.Operation]) -> int:
-    """Make the gradient of each of ``ops`` that TensorFlow colocated with a variable on another task than the
-    op's readers (a regularizer) on the variable's device; return how many were given such a gradient."""
+    """Run on the variable's device, with their gradients, the ops of ``ops`` that read a variable on another task
+    only to make something smaller: an op TensorFlow colocated with the variable (a regularizer of
+    ``get_variable``) whose readers are elsewhere, and an op on another task that reduces the variable's value to a
+    scalar (the weight decay of TF-Slim's layers, placed by the device function on the worker). Returns how many."""
     kept = 0
     for op in ops:
         if op.type in VARIABLE_OP_TYPES or op.type == _RESOURCE_READ or not op.outputs:
@@ -120,4 +138,10 @@ def keep_variable_side_gradients(ops: Iterable[tf.Operation]) -> int:
         readers = [reader for output in op.outputs for reader in output.consumers()]
         if device and any(on_another_task(device, reader.device) for reader in readers):
             kept += keep_gradient_beside(op, device)
+            continue
+        device = _reduced_variable_device(op)
+        if device:
+            op._set_device(device)
+            keep_gradient_beside(op, device)
+            kept += 1
     return kept

@@ -27,6 +27,9 @@ WORKER_TASK = "/job:worker/task:0"
 MAX_BYTES_RATIO = 0.55
 # CifarNet (with its weight decay) at its own 32 px: ~1.75 M weights, so the weights dominate the bytes.
 NETWORK, IMAGE_SIZE, BATCH, CLASSES = "cifarnet", 32, 2, 10
+# The train script's default weight decay: TF-Slim's layers (Keras-style underneath) add an L2Loss of each weight,
+# placed by the device function, not with the weight.
+WEIGHT_DECAY = 0.00004
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,7 @@ def _train_graph(layout: ClusterLayout, precision: str, make_manager: Callable[[
         rng = np.random.RandomState(0)
         images = tf.constant(rng.uniform(-1, 1, [BATCH, IMAGE_SIZE, IMAGE_SIZE, 3]).astype(np.float32))
         labels = tf.constant(rng.randint(0, CLASSES, [BATCH]).astype(np.int64))
-        logits, _ = nets_factory.get_network_fn(NETWORK, CLASSES, is_training=True)(images)
+        logits, _ = nets_factory.get_network_fn(NETWORK, CLASSES, weight_decay=WEIGHT_DECAY, is_training=True)(images)
         tf1.losses.sparse_softmax_cross_entropy(labels, logits, weights=loss_multiplier)
         loss = tf1.losses.get_total_loss()
         if precision != "float32":
@@ -106,8 +109,15 @@ def test_a_bfloat16_step_sends_about_half_the_bytes_of_a_float32_step(cluster):
     bfloat16_traffic = _one_step(graph, train, layout, target, trace=True)[1]
     assert bfloat16_traffic.across(WORKER_TASK) <= MAX_BYTES_RATIO * float32_traffic.across(WORKER_TASK), (
         bfloat16_traffic.as_json(), float32_traffic.as_json())
+    # Against the weights' own size: the worker receives each weight once, in bfloat16 (a float32 step receives
+    # some twice: its layer's read and its weight decay's).
+    weights = graph.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES)
+    float32_weight_bytes = sum(weight.shape.num_elements() * 4 for weight in weights)
+    assert bfloat16_traffic.received_by(WORKER_TASK) <= MAX_BYTES_RATIO * float32_weight_bytes
+    decays = [op for op in graph.get_operations() if op.type == "L2Loss"]
+    assert decays and all(op.device == "/job:ps/task:0" for op in decays), [(op.name, op.device) for op in decays]
     casts = _weight_casts(graph)
-    assert len(casts) == len(graph.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES))
+    assert len(casts) == len(weights)
     for cast in casts:
         assert cast.device == "/job:ps/task:0", cast.name
         # TensorFlow's gradient of the cast: the cast of the bfloat16 gradient back to float32, beside the update.

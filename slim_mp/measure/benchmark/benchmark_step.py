@@ -74,7 +74,8 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
                          placement_options: Optional[PlacementOptions] = None,
                          layout: ClusterLayout = ClusterLayout(), target: str = "",
                          container: str = "") -> BenchmarkStep:
-    """Build a Momentum train step of ``model_name`` (cross-entropy loss, random fixed inputs) for ``config``.
+    """Build a Momentum train step of ``model_name`` (cross-entropy and weight decay, fixed random inputs) for
+    ``config``.
 
     Every configuration creates its slots as slim_mp's training step does (``unfolded_slot_initializers``),
     so the columns differ only in how they compute in low precision, not in a kept copy of the slots.
@@ -103,7 +104,9 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
             logits = tf.cast(logits, tf.float32)
         else:
             logits, _ = network_fn(images)
-        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, tf.reshape(logits, [batch_size, -1]))
+        tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, tf.reshape(logits, [batch_size, -1]))
+        # The train script's loss: the cross-entropy and the network's weight decay (which reads every weight).
+        loss = tf.compat.v1.losses.get_total_loss()
         step = BenchmarkStep(config, None, None)
         if config in PLACEMENT_OF:
             report = slim_mp.rewrite(loss, precision, placement=PLACEMENT_OF[config],
