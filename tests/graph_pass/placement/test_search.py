@@ -274,3 +274,16 @@ def test_follower_islands_are_the_connected_low_ops_between_the_allow_ops():
     assert low_regions(region, low, timed) == [frozenset(low)]
     assert follower_islands(region, {"relu0", "residual_add", "residual_relu"}, timed) == [
         frozenset({"relu0"}), frozenset({"residual_add", "residual_relu"})]
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_forward_search_times_the_static_placement_beside_its_choice_a_training_one_does_not(tmp_path, training):
+    from slim_mp.graph_pass.placement import MeasuringTarget
+
+    # Each conv 3x slower low alone, so the estimate keeps all three float32; whole steps say all low is faster.
+    steps = FakeSteps(lambda candidate: 8.0 if candidate.float32_ops else 5.0)
+    report = measured_rewrite(conv_chain(num_convs=3)[1], tmp_path, FakeMeasure({"Conv2D": OpTiming(1.0, 3.0)}),
+                              measure_steps=steps, target=MeasuringTarget(training=training))
+    static_timed = any(not candidate.float32_ops for batch in steps.asked for candidate in batch)
+    assert static_timed is not training
+    assert report.placement.low_ops == ([] if training else ["conv0", "conv1", "conv2"])
