@@ -1,17 +1,14 @@
 """The bytes a traced step moves between a parameter server and a worker, against the tensors' own sizes."""
 
-from typing import List
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from slim_mp.distribute import PS_JOB, make_cluster_layout, session_target
-from slim_mp.distribute.local_cluster import LOOPBACK, free_loopback_ports
+from loopback_servers import loopback_cluster
 from slim_mp.distribute import task_of, traced_wire_traffic, wire_traffic
 
 tf1 = tf.compat.v1
-_SERVERS: List[tf.distribute.Server] = []  # a server stops when collected; these serve until pytest exits
 ROWS, COLUMNS, BATCH = 256, 128, 4
 WEIGHT_BYTES = ROWS * COLUMNS * np.dtype(np.float32).itemsize
 PS_TASK, WORKER_TASK = "/job:ps/task:0", "/job:worker/task:0"
@@ -20,11 +17,7 @@ PS_TASK, WORKER_TASK = "/job:ps/task:0", "/job:worker/task:0"
 @pytest.fixture(scope="module")
 def cluster():
     """One parameter server and one worker on fresh loopback ports: (layout, session target)."""
-    ps_port, worker_port = free_loopback_ports(2)
-    layout = make_cluster_layout(task=0, worker_replicas=1, num_ps_tasks=1, ps_hosts=[f"{LOOPBACK}:{ps_port}"],
-                                 worker_hosts=[f"{LOOPBACK}:{worker_port}"])
-    _SERVERS.append(tf.distribute.Server(layout.cluster_spec(), job_name=PS_JOB, task_index=0, start=True))
-    return layout, session_target(layout)
+    return loopback_cluster()
 
 
 def _one_step_traffic(layout, target, cast_weight_on_ps: bool):
@@ -64,6 +57,7 @@ def test_a_cast_on_the_parameter_servers_side_halves_what_the_worker_receives(cl
     assert traffic.as_json()["routes"][0]["bytes"] in (WEIGHT_BYTES // 2, traffic.sent_by(WORKER_TASK))
 
 
+@pytest.mark.executed_ops
 def test_a_single_process_sends_nothing_and_an_untraced_step_is_refused():
     with tf.Graph().as_default() as graph:
         total = tf.reduce_sum(tf.ones([8]))

@@ -14,14 +14,12 @@ import tensorflow as tf
 from nets import nets_factory
 
 import slim_mp
-from slim_mp.distribute import (PS_JOB, ClusterLayout, form_worker_fusions, make_cluster_layout, session_target,
-                                traced_wire_traffic)
-from slim_mp.distribute.local_cluster import LOOPBACK, free_loopback_ports
+from slim_mp.distribute import (ClusterLayout, form_worker_fusions, make_cluster_layout, traced_wire_traffic)
+from loopback_servers import loopback_cluster
 from slim_mp.loss_scale import (ExponentialUpdateLossScaleManager, FixedLossScaleManager, LossScaleManager,
                                LossScaleOptimizer)
 
 tf1 = tf.compat.v1
-_SERVERS: List[tf.distribute.Server] = []  # a server stops when collected; these serve until pytest exits
 WORKER_TASK = "/job:worker/task:0"
 # Issue 52's bound: a bfloat16 step's bytes across the wire against a float32 step's.
 MAX_BYTES_RATIO = 0.55
@@ -35,11 +33,7 @@ WEIGHT_DECAY = 0.00004
 @pytest.fixture(scope="module")
 def cluster() -> Tuple[ClusterLayout, str]:
     """One parameter server and one worker on fresh loopback ports: (layout, session target)."""
-    ps_port, worker_port = free_loopback_ports(2)
-    layout = make_cluster_layout(task=0, worker_replicas=1, num_ps_tasks=1, ps_hosts=[f"{LOOPBACK}:{ps_port}"],
-                                 worker_hosts=[f"{LOOPBACK}:{worker_port}"])
-    _SERVERS.append(tf.distribute.Server(layout.cluster_spec(), job_name=PS_JOB, task_index=0, start=True))
-    return layout, session_target(layout)
+    return loopback_cluster()
 
 
 def _fixed_scale() -> LossScaleManager:

@@ -6,7 +6,7 @@ ports), and the numbers of the single process's step. With oneDNN off (the flipp
 test``) grappler fuses no bfloat16 convolution and ``form_worker_fusions`` leaves every graph alone.
 """
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import pytest
@@ -15,9 +15,8 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.framework import op_def_registry
 
 from slim_mp.devices import onednn_enabled
-from slim_mp.distribute import (PS_JOB, ClusterLayout, WorkerFusion, form_worker_fusions, make_cluster_layout,
-                                session_target)
-from slim_mp.distribute.local_cluster import LOOPBACK, free_loopback_ports
+from slim_mp.distribute import (ClusterLayout, WorkerFusion, form_worker_fusions, make_cluster_layout)
+from loopback_servers import loopback_cluster
 from slim_mp.distribute.worker_fusions import GRAPPLER_FUSED_CONV, ONEDNN_FUSED_CONV
 from slim_mp.measure.benchmark.benchmark_step import build_benchmark_step, executed_fusions
 
@@ -33,16 +32,6 @@ REMAPPER_FUSED_OPS = {
     "_FusedConv2D": False, "_FusedDepthwiseConv2dNative": True, "_FusedMatMul": True,
     "_FusedBatchNormEx": True, "_FusedConv3D": True,
 }
-_SERVERS: List[tf.distribute.Server] = []  # a server stops when collected; these serve until pytest exits
-
-
-def loopback_cluster() -> Tuple[ClusterLayout, str]:
-    """One parameter server and one worker, servers of this process on fresh loopback ports: (layout, target)."""
-    ps_port, worker_port = free_loopback_ports(2)
-    layout = make_cluster_layout(task=0, worker_replicas=1, num_ps_tasks=1, ps_hosts=[f"{LOOPBACK}:{ps_port}"],
-                                 worker_hosts=[f"{LOOPBACK}:{worker_port}"])
-    _SERVERS.append(tf.distribute.Server(layout.cluster_spec(), job_name=PS_JOB, task_index=0, start=True))
-    return layout, session_target(layout)
 
 
 def _allows_bfloat16(op_type: str) -> bool:

@@ -7,14 +7,11 @@ import tensorflow as tf
 
 from slim_mp.config_fields import ArgumentError
 from slim_mp.devices import DeviceInfo, precision_support
-from slim_mp.distribute import PS_JOB, make_cluster_layout, session_target
-from slim_mp.distribute.local_cluster import LOOPBACK, free_loopback_ports
+from loopback_servers import loopback_cluster
 from slim_mp.measure.benchmark.benchmark_step import build_benchmark_step
 from slim_mp.measure.benchmark.cluster_report import ClusterReport
 from slim_mp.measure.benchmark.cluster_suite import check_cluster_options
 from slim_mp.measure.benchmark.suite_results import ClusterResult, ClusterRun, Settings, Variant
-
-_SERVERS = []  # a server stops when collected; these serve until pytest exits
 
 
 def _first_weight(step) -> np.ndarray:
@@ -25,11 +22,7 @@ def _first_weight(step) -> np.ndarray:
 @pytest.mark.parametrize("containers, shared", [
     (("", ""), True), (("lenet_ps_float32", "lenet_ps_slim_mp_bf16"), False)])
 def test_steps_on_one_parameter_server_share_variables_unless_in_containers_of_their_own(containers, shared):
-    ps_port, worker_port = free_loopback_ports(2)
-    layout = make_cluster_layout(task=0, worker_replicas=1, num_ps_tasks=1, ps_hosts=[f"{LOOPBACK}:{ps_port}"],
-                                 worker_hosts=[f"{LOOPBACK}:{worker_port}"])
-    _SERVERS.append(tf.distribute.Server(layout.cluster_spec(), job_name=PS_JOB, task_index=0, start=True))
-    target = session_target(layout)
+    layout, target = loopback_cluster()
     steps = [build_benchmark_step("float32", "lenet", tf.float32, 2, None, num_classes=10, layout=layout,
                                   target=target, container=container) for container in containers]
     try:

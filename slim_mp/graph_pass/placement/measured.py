@@ -271,15 +271,11 @@ def _candidates(region: Region, estimate: Estimator) -> List[Candidate]:
 
 
 def _whole_steps(context: SearchContext, found: Sequence[Candidate]) -> Tuple[List[Candidate], Candidate]:
-    """Step 5: the shortlist, each with its whole step and that step's noise against the all-float32 one
-    (when timed), and the one chosen (``search.decide_by_steps``, else the best estimate). A forward step
-    (inference) times the static placement too: its steps are cheap, and per-op timings of a small batch
-    (kernels of microseconds, casts included) misjudge ops that pay inside the whole graph."""
-    tuning = context.options.tuning
-    timed = shortlist(found, context.estimate, tuning)
-    if not context.options.measuring.target.training:
-        timed += [c for c in found if c == static_candidate() and c not in timed]
-    if context.copy is not None and worth_timing(timed, tuning.noise):
+    """Step 5: the shortlist (and the static placement, for a cheap forward step) with its whole steps; the choice."""
+    forward = not context.options.measuring.target.training
+    timed = shortlist(found, context.estimate, context.options.tuning)
+    timed += [c for c in found if forward and c == static_candidate() and c not in timed]
+    if context.copy is not None and worth_timing(timed, context.options.tuning.noise):
         reference = timed.index(context.all_float32) if context.all_float32 in timed else 0
         times = steps_timed(context, timed, reference, StepBatch.COMPARE)
         if times is not None:
