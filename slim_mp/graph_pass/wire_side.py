@@ -27,10 +27,10 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as framework_ops
 
 from slim_mp.graph_pass.op_classes import VARIABLE_OP_TYPES
+from slim_mp.graph_pass.paint import is_variable_read
 
-# Op types that read a variable's value into a tensor: its resource read, or the Identity over a ref variable.
+# The op that reads a resource variable's value into a tensor (a ref variable's is ``paint.is_variable_read``).
 _RESOURCE_READ = "ReadVariableOp"
-_REF_VARIABLE_TYPES = frozenset({"VariableV2", "Variable"})
 # A device's task: (job, replica, task), None where the device string leaves it open.
 Task = Tuple[Optional[str], Optional[int], Optional[int]]
 
@@ -40,9 +40,7 @@ def variable_behind(tensor: tf.Tensor) -> Optional[tf.Operation]:
     op = tensor.op
     if op.type in VARIABLE_OP_TYPES:
         return op
-    if op.type == _RESOURCE_READ:
-        return op.inputs[0].op
-    if op.type == "Identity" and op.inputs and op.inputs[0].op.type in _REF_VARIABLE_TYPES:
+    if op.type == _RESOURCE_READ or is_variable_read(op):
         return op.inputs[0].op
     return None
 

@@ -74,8 +74,7 @@ def build_benchmark_step(config: str, model_name: str, precision: tf.DType, batc
                          placement_options: Optional[PlacementOptions] = None,
                          layout: ClusterLayout = ClusterLayout(), target: str = "",
                          container: str = "") -> BenchmarkStep:
-    """Build a Momentum train step of ``model_name`` (cross-entropy and weight decay, fixed random inputs) for
-    ``config``.
+    """Build a Momentum train step of ``model_name`` for ``config``: cross-entropy + weight decay, fixed random inputs.
 
     Every configuration creates its slots as slim_mp's training step does (``unfolded_slot_initializers``),
     so the columns differ only in how they compute in low precision, not in a kept copy of the slots.
