@@ -39,7 +39,7 @@ from slim_mp.distribute.local_cluster import LOOPBACK, LocalCluster
 from slim_mp.graph_pass import PlacementFiles, PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step
 from slim_mp.measure.benchmark.shaped_link import ShapedLink, ShapedLinkRefused, check_link_gbits
-from slim_mp.measure.benchmark.suite import failure_reason
+from slim_mp.measure.benchmark.suite import built_and_run_once
 from slim_mp.measure.benchmark.suite_results import BASELINE, ClusterResult, ClusterRun, Settings, Variant
 from slim_mp.timing import paired_ratio
 
@@ -158,20 +158,14 @@ def _build(model: str, variants: Sequence[Variant], settings: Settings, layout: 
             label = cluster_label(variant, where)
             on_cluster = ({"layout": layout, "target": target, "container": _container(model, label)}
                           if where == CLUSTER else {})
-            step = None
-            try:
-                step = benchmark_step.build_benchmark_step(
+            built = built_and_run_once(
+                model, label,
+                lambda: benchmark_step.build_benchmark_step(
                     variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size,
-                    placement_options=options, **on_cluster)
-                fusions[label] = benchmark_step.executed_fusions(step)
-            except (ValueError, TypeError, tf.errors.OpError) as error:
-                if step is not None:
-                    step.session.close()
-                failures[label] = failure_reason(error)
-                progress(f"[{model}] {label}: n/a ({failures[label]})")
-                continue
-            steps[label] = step
-            progress(f"[{model}] {label}: built")
+                    placement_options=options, **on_cluster),
+                benchmark_step.executed_fusions, failures, progress)
+            if built is not None:
+                steps[label], fusions[label] = built
     return steps, fusions
 
 

@@ -19,7 +19,7 @@ placement are re-timed side by side on the quiet machine.
 import dataclasses
 import statistics
 import tempfile
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import tensorflow as tf
 
@@ -36,6 +36,8 @@ LOW_PRECISION_CONFIGS = ("slim_mp", "slim_mp_static", "grappler", "floor")
 _MAX_REASON = 200
 
 Progress = Callable[[str], None]
+# What a step's first run is read for (its kernels, its fused kernels).
+T = TypeVar("T")
 
 
 def failure_reason(error: BaseException) -> str:
@@ -169,6 +171,25 @@ def _search_batches(model: str, precisions: Sequence[str], settings: Settings, c
     return fits
 
 
+def built_and_run_once(model: str, label: str, build: Callable[[], benchmark_step.BenchmarkStep],
+                       first_run: Callable[[benchmark_step.BenchmarkStep], T], failures: Dict[str, str],
+                       progress: Progress) -> Optional[Tuple[benchmark_step.BenchmarkStep, T]]:
+    """``build()``'s step and what ``first_run`` read of it (its first step: the kernels it ran), with a progress
+    line; None when either fails, the reason in ``failures[label]`` and a progress line, the step closed."""
+    step = None
+    try:
+        step = build()
+        first = first_run(step)
+    except (ValueError, TypeError, tf.errors.OpError) as error:
+        if step is not None:
+            step.session.close()
+        failures[label] = failure_reason(error)
+        progress(f"[{model}] {label}: n/a ({failures[label]})")
+        return None
+    progress(f"[{model}] {label}: built")
+    return step, first
+
+
 def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, progress: Progress,
                  failures: Dict[str, str], decisions_dir: Optional[str] = None, cache_dir: Optional[str] = None,
                  ) -> Tuple[Dict[str, benchmark_step.BenchmarkStep], Dict[str, Dict[str, int]]]:
@@ -182,23 +203,17 @@ def _build_steps(model: str, variants: Sequence[Variant], settings: Settings, pr
     for variant in variants:
         if variant.label in failures:
             continue
-        step = None
         pinned = (under_load.decisions_path(decisions_dir, model, variant.label)
                   if decisions_dir and benchmark_step.PLACEMENT_OF.get(variant.config) is Placement.MEASURED else None)
         options = PlacementOptions(PlacementFiles(cache_dir=cache_dir, decisions_file=pinned))
-        try:
-            step = benchmark_step.build_benchmark_step(
-                variant.config, model, tf.as_dtype(variant.precision), settings.batch_size, settings.image_size,
-                placement_options=options)
-            kernels[variant.label] = benchmark_step.executed_kernels(step)
-        except (ValueError, TypeError, tf.errors.OpError) as error:
-            if step is not None:
-                step.session.close()
-            failures[variant.label] = failure_reason(error)
-            progress(f"[{model}] {variant.label}: n/a ({failures[variant.label]})")
-            continue
-        steps[variant.label] = step
-        progress(f"[{model}] {variant.label}: built")
+        built = built_and_run_once(
+            model, variant.label,
+            lambda: benchmark_step.build_benchmark_step(variant.config, model, tf.as_dtype(variant.precision),
+                                                        settings.batch_size, settings.image_size,
+                                                        placement_options=options),
+            benchmark_step.executed_kernels, failures, progress)
+        if built is not None:
+            steps[variant.label], kernels[variant.label] = built
     return steps, kernels
 
 
