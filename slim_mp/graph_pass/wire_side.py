@@ -123,23 +123,20 @@ def _reduced_variable_device(op: tf.Operation) -> str:
     return ""
 
 
-def keep_variable_side_gradients(ops: Iterable[tf.Operation]) -> int:
+def keep_variable_side_gradients(ops: Iterable[tf.Operation]) -> None:
     """Run on the variable's device, with their gradients, the ops of ``ops`` that read a variable on another task
     only to make something smaller: an op TensorFlow colocated with the variable (a regularizer of
     ``get_variable``) whose readers are elsewhere, and an op on another task that reduces the variable's value to a
-    scalar (the weight decay of TF-Slim's layers, placed by the device function on the worker). Returns how many."""
-    kept = 0
+    scalar (the weight decay of TF-Slim's layers, placed by the device function on the worker)."""
     for op in ops:
         if op.type in VARIABLE_OP_TYPES or op.type == _RESOURCE_READ or not op.outputs:
             continue
-        device = _colocated_variable_device(op)
+        colocated = _colocated_variable_device(op)
         readers = [reader for output in op.outputs for reader in output.consumers()]
-        if device and any(on_another_task(device, reader.device) for reader in readers):
-            kept += keep_gradient_beside(op, device)
+        if colocated and any(on_another_task(colocated, reader.device) for reader in readers):
+            keep_gradient_beside(op, colocated)
             continue
-        device = _reduced_variable_device(op)
-        if device:
-            op._set_device(device)
-            keep_gradient_beside(op, device)
-            kept += 1
-    return kept
+        reduced = _reduced_variable_device(op)
+        if reduced:
+            op._set_device(reduced)
+            keep_gradient_beside(op, reduced)
