@@ -18,7 +18,8 @@ from slim_mp.distribute.cluster import (LOST_TASK_ERRORS, PS_JOB, WORKER_JOB, Cl
                                         make_cluster_layout, session_target)
 from slim_mp.distribute.cluster_environment import TF_CONFIG, cluster_from_environment
 from slim_mp.distribute.train_step import SyncSettings, build_train_step
-from slim_mp.distribute.wire_bytes import WireRoute, WireTraffic, task_of, traced_wire_traffic, wire_traffic
+from slim_mp.distribute.wire_bytes import (IncompleteTraceError, WireRoute, WireTraffic, task_of, traced_wire_traffic,
+                                          wire_traffic)
 from slim_mp.distribute.worker_fusions import WorkerFusion, form_worker_fusions
 
 __all__ = [
@@ -26,5 +27,5 @@ __all__ = [
     "LOST_TASK_ERRORS", "PS_JOB", "WORKER_JOB", "ClusterLayout", "lost_task", "make_cluster_layout", "session_target",
     "TF_CONFIG", "cluster_from_environment",
     "SyncSettings", "build_train_step", "WorkerFusion", "form_worker_fusions",
-    "WireRoute", "WireTraffic", "task_of", "traced_wire_traffic", "wire_traffic",
+    "IncompleteTraceError", "WireRoute", "WireTraffic", "task_of", "traced_wire_traffic", "wire_traffic",
 ]

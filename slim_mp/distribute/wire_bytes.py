@@ -7,6 +7,12 @@ between which tasks, and the receiving task's trace records each received tensor
 ``RecvTensor`` entries of its step stats). What crosses is what the runtime actually sent after
 grappler's rewrites, not an estimate from the Python graph.
 
+TensorFlow's master turns each task's RPC logging on (and off again) for a traced step without waiting
+for the task to answer, so a task can begin logging after the step's first tensors reached it (about one
+traced step in eight on two loopback tasks). A trace is whole when every route recorded one ``RecvTensor``
+entry per tensor the partition graphs say crossed it; ``traced_wire_traffic`` traces the step again until
+one is.
+
 Leaves alone: tensors moved between devices of one task (a GPU and its host) — they never reach the
 network — and the fetches and feeds exchanged with the client.
 """
@@ -24,6 +30,12 @@ _TASK = re.compile(r"^(/job:[^/]+/replica:\d+/task:\d+)")
 # The label a task's trace gives a tensor it received from another task: "[size] [rate] <edge> from <src> to <dst>".
 _RECEIVED = re.compile(r"(\S+) from (\S+) to (\S+)$")
 _RECEIVE_OP_TYPES = ("_Recv", "_HostRecv")
+# Steps traced at most, to get one whose every task logged all it received (see the module docstring).
+_TRACE_ATTEMPTS = 10
+
+
+class IncompleteTraceError(ValueError):
+    """A traced step's receivers recorded fewer tensors than crossed between tasks: trace another step."""
 
 
 def task_of(device: str) -> str:
@@ -84,46 +96,68 @@ def _crossing_tensors(run_metadata: tf1.RunMetadata) -> Dict[Tuple[str, str], in
     return counts
 
 
-def _received_bytes(run_metadata: tf1.RunMetadata) -> Dict[Tuple[str, str], int]:
-    """Bytes received from another task, by (source task, destination task), from the receivers' traces."""
-    received: Dict[Tuple[str, str], int] = collections.Counter()
+def _received(run_metadata: tf1.RunMetadata) -> Tuple[Dict[Tuple[str, str], int], Dict[Tuple[str, str], int]]:
+    """Tensors and bytes received from another task, by (source task, destination task), from the receivers' traces."""
+    tensors: Dict[Tuple[str, str], int] = collections.Counter()
+    received_bytes: Dict[Tuple[str, str], int] = collections.Counter()
     for device_stats in run_metadata.step_stats.dev_stats:
         for node_stats in device_stats.node_stats:
             match = _RECEIVED.search(node_stats.timeline_label) if node_stats.node_name == "RecvTensor" else None
             if match is None:
                 continue
-            source, destination = task_of(match.group(2)), task_of(match.group(3))
-            if source != destination:
-                received[(source, destination)] += sum(
+            route = (task_of(match.group(2)), task_of(match.group(3)))
+            if route[0] != route[1]:
+                tensors[route] += 1
+                received_bytes[route] += sum(
                     output.tensor_description.allocation_description.requested_bytes for output in node_stats.output)
-    return received
+    return tensors, received_bytes
 
 
 def wire_traffic(run_metadata: tf1.RunMetadata) -> WireTraffic:
     """The traffic between tasks that a step traced with ``output_partition_graphs`` recorded in ``run_metadata``.
 
     Raises:
-      ValueError: the metadata holds no partition graphs, or tensors crossed between tasks and the
-        trace recorded none of their bytes (the step was not traced in full).
+      ValueError: the metadata holds no partition graphs.
+      IncompleteTraceError: a route's receiver recorded fewer tensors than crossed it (the step was not
+        traced in full, or a task's logging began after the step's first tensors reached it).
     """
     if not run_metadata.partition_graphs:
         raise ValueError("the step was run without output_partition_graphs: nothing says what crossed between tasks")
-    tensors, received = _crossing_tensors(run_metadata), _received_bytes(run_metadata)
-    if tensors and not received:
-        raise ValueError("tensors crossed between tasks but the trace recorded none of their bytes: "
-                         "run the step with trace_level=FULL_TRACE")
+    crossing, (recorded, received_bytes) = _crossing_tensors(run_metadata), _received(run_metadata)
+    routes = sorted(set(crossing) | set(recorded))
+    unrecorded = [route for route in routes if recorded.get(route, 0) < crossing.get(route, 0)]
+    if unrecorded:
+        source, destination = unrecorded[0]
+        raise IncompleteTraceError(
+            f"{crossing[unrecorded[0]]} tensors crossed from {source} to {destination} but its trace recorded "
+            f"{recorded.get(unrecorded[0], 0)}: run the step with trace_level=FULL_TRACE, or trace another step")
     return WireTraffic(routes=tuple(
-        WireRoute(source_task=source, destination_task=destination, tensors=tensors.get((source, destination), 0),
-                  bytes=received.get((source, destination), 0))
-        for source, destination in sorted(set(tensors) | set(received))))
+        WireRoute(source_task=source, destination_task=destination, tensors=crossing.get((source, destination), 0),
+                  bytes=received_bytes.get((source, destination), 0))
+        for source, destination in routes))
 
 
 def traced_wire_traffic(session: tf1.Session, fetches: Any, feed_dict: Optional[Dict[Any, Any]] = None) -> WireTraffic:
-    """Run one step of ``fetches`` traced in full and return what it moved between tasks.
+    """Run a step of ``fetches`` traced in full and return what it moved between tasks.
 
+    Runs the step again, at most ``_TRACE_ATTEMPTS`` times in all, while a task's trace missed tensors it
+    received (see the module docstring): each run is a step, so a training step may advance more than once.
     Tracing slows the step: run it apart from timed steps.
+
+    Raises:
+      IncompleteTraceError: no traced step recorded every tensor that crossed.
     """
+    for _ in range(_TRACE_ATTEMPTS - 1):
+        try:
+            return wire_traffic(_traced_run(session, fetches, feed_dict))
+        except IncompleteTraceError:
+            continue
+    return wire_traffic(_traced_run(session, fetches, feed_dict))
+
+
+def _traced_run(session: tf1.Session, fetches: Any, feed_dict: Optional[Dict[Any, Any]]) -> tf1.RunMetadata:
+    """The metadata of one run of ``fetches`` traced in full, with its partition graphs."""
     options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE, output_partition_graphs=True)
     run_metadata = tf1.RunMetadata()
     session.run(fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
-    return wire_traffic(run_metadata)
+    return run_metadata

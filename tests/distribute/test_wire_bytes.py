@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from loopback_servers import loopback_cluster
-from slim_mp.distribute import task_of, traced_wire_traffic, wire_traffic
+from slim_mp.distribute import IncompleteTraceError, task_of, traced_wire_traffic, wire_traffic
 
 tf1 = tf.compat.v1
 ROWS, COLUMNS, BATCH = 256, 128, 4
@@ -20,8 +20,11 @@ def cluster():
     return loopback_cluster()
 
 
-def _one_step_traffic(layout, target, cast_weight_on_ps: bool):
-    """One SGD step of a matrix product whose weight lives on the ps, read in bfloat16 or float32 by the worker."""
+def _train_graph(layout, cast_weight_on_ps: bool):
+    """SGD on a matrix product whose weight lives on the ps, read in bfloat16 or float32 by the worker.
+
+    Returns (graph, train op, initializer, feeds).
+    """
     graph = tf.Graph()
     with graph.as_default(), graph.device(layout.device_setter()):
         weight = tf1.get_variable("weight", [ROWS, COLUMNS], initializer=tf1.ones_initializer(), use_resource=True)
@@ -34,9 +37,15 @@ def _one_step_traffic(layout, target, cast_weight_on_ps: bool):
             outputs = tf.matmul(inputs, weight)
         train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(outputs * outputs))
         initialize = tf1.global_variables_initializer()
+    return graph, train, initialize, {inputs: np.ones([BATCH, ROWS], np.float32)}
+
+
+def _one_step_traffic(layout, target, cast_weight_on_ps: bool):
+    """The traffic of one traced step of ``_train_graph``."""
+    graph, train, initialize, feeds = _train_graph(layout, cast_weight_on_ps)
     with tf1.Session(target, graph=graph) as session:
         session.run(initialize)
-        return traced_wire_traffic(session, train, {inputs: np.ones([BATCH, ROWS], np.float32)})
+        return traced_wire_traffic(session, train, feeds)
 
 
 def test_a_steps_bytes_are_the_weight_one_way_and_its_gradient_the_other(cluster):
@@ -55,6 +64,33 @@ def test_a_cast_on_the_parameter_servers_side_halves_what_the_worker_receives(cl
     traffic = _one_step_traffic(*cluster, cast_weight_on_ps=True)
     assert traffic.sent_by(PS_TASK) == WEIGHT_BYTES // 2
     assert traffic.as_json()["routes"][0]["bytes"] in (WEIGHT_BYTES // 2, traffic.sent_by(WORKER_TASK))
+
+
+def test_every_traced_step_counts_every_tensor_that_crossed(cluster):
+    # TensorFlow turns the parameter server's logging on without waiting: about one traced step in eight on
+    # loopback recorded nothing the ps received. Twenty steps in a row must each count the gradient.
+    layout, target = cluster
+    graph, train, initialize, feeds = _train_graph(layout, cast_weight_on_ps=False)
+    with tf1.Session(target, graph=graph) as session:
+        session.run(initialize)
+        for _ in range(20):
+            assert traced_wire_traffic(session, train, feeds).received_by(PS_TASK) == WEIGHT_BYTES + 4
+
+
+def test_a_trace_that_missed_what_a_task_received_is_refused(cluster):
+    graph, train, initialize, feeds = _train_graph(*cluster[:1], cast_weight_on_ps=False)
+    options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE, output_partition_graphs=True)
+    run_metadata = tf1.RunMetadata()
+    with tf1.Session(cluster[1], graph=graph) as session:
+        session.run(initialize)
+        session.run(train, feeds, options=options, run_metadata=run_metadata)
+    for device_stats in run_metadata.step_stats.dev_stats:
+        kept = [stats for stats in device_stats.node_stats
+                if not (stats.node_name == "RecvTensor" and " to /job:ps/" in stats.timeline_label)]
+        del device_stats.node_stats[:]
+        device_stats.node_stats.extend(kept)
+    with pytest.raises(IncompleteTraceError, match="crossed from /job:worker/replica:0/task:0 to /job:ps"):
+        wire_traffic(run_metadata)
 
 
 @pytest.mark.executed_ops
