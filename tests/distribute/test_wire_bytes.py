@@ -77,6 +77,7 @@ def test_every_traced_step_counts_every_tensor_that_crossed(cluster):
             assert traced_wire_traffic(session, train, feeds).received_by(PS_TASK) == WEIGHT_BYTES + 4
 
 
+@pytest.mark.executed_ops
 def test_a_trace_that_missed_what_a_task_received_is_refused(cluster):
     graph, train, initialize, feeds = _train_graph(*cluster[:1], cast_weight_on_ps=False)
     options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE, output_partition_graphs=True)
