@@ -188,7 +188,7 @@ def build_inference_graph(config: ExportConfig) -> InferenceGraph:
         logits, _ = network_fn(images)
         report = None
         if precision.mixed:
-            options = precision.rewrite_options(MeasuringTarget(training=False),
+            options = precision.rewrite_options(MeasuringTarget(training=False, frozen_weights=True),
                                                 serving_batch_sizes=config.serving_batch_sizes)
             report = rewrite(logits, precision.precision, include_update_ops=False, options=options)
             logits = report.remap(logits)

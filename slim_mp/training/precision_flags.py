@@ -82,8 +82,9 @@ class PrecisionOptions:
         """The graph pass's options for ``slim_mp.rewrite`` / ``enable_mixed_precision`` (``options=``), the
         measured placement's built here once for the run.
 
-        ``target``: where the step runs; ``MeasuringTarget(training=False)`` for evaluation and export, whose
-        placement times forward steps only, never reusing a training step's timings. ``files``: the run's
+        ``target``: where the step runs; ``MeasuringTarget(training=False)`` for evaluation (and with
+        ``frozen_weights=True`` for export), whose placement times forward steps only, never reusing a
+        training step's timings. ``files``: the run's
         decisions file and how it is shared (training: ``train_dir``'s, written by the chief).
         ``serving_batch_sizes``: the batches an inference graph of unknown batch (an export's) is timed at.
         """

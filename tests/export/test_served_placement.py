@@ -29,14 +29,15 @@ def test_an_export_without_batch_size_is_timed_at_the_serving_batch_sizes(tmp_pa
     log, placement = exported_placement(tmp_path)
     assert placement["timed"] and placement["timed_batches"] == [1, 32]
     assert len(placement["low_ops"]) == 4, "the fixed timings make bfloat16 pay at every batch: LeNet's 4 allow ops"
-    assert "timed: forward steps at batch 1 and 32)" in log
+    assert "timed: forward (frozen weights) steps at batch 1 and 32)" in log
 
 
 def test_the_serving_batch_sizes_flag_sets_them_and_a_batch_size_keeps_the_graphs_own(tmp_path):
     _, placement = exported_placement(tmp_path, "--serving_batch_sizes=8,2")
     assert placement["timed_batches"] == [2, 8]
     log, placement = exported_placement(tmp_path, "--batch_size=3")
-    assert placement["timed_batches"] == [] and "timed: forward steps at the graph's shapes)" in log
+    assert placement["timed_batches"] == []
+    assert "timed: forward (frozen weights) steps at the graph's shapes)" in log
 
 
 @pytest.mark.parametrize("value, expected", [

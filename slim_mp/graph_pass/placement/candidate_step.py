@@ -26,7 +26,8 @@ from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.placement.region_copy import RegionCopy
 from slim_mp.graph_pass.placement.timing_graphs import (first_values, import_variables, initializer_names,
-                                                        random_variable, variable_like, variables_initializer)
+                                                        random_constant, random_variable, variable_like,
+                                                        variables_initializer)
 from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.rebuild import rebuild_low_precision
 from slim_mp.graph_pass.refine import painted_low_ops
@@ -100,6 +101,31 @@ def _apply_with_zero_rate(value: tf.Tensor, accumulator: tf.Tensor, gradient, ra
                                             grad=gradient, momentum=momentum)
 
 
+def _reroute(tensor: tf.Tensor, replacement: tf.Tensor) -> None:
+    """Point every consumer of ``tensor`` at ``replacement`` instead."""
+    for consumer in tensor.consumers():
+        for index, consumed in enumerate(consumer.inputs):
+            if consumed is tensor:
+                consumer._update_input(index, replacement)  # pylint: disable=protected-access
+
+
+def _freeze_weights(weight_reads: Sequence[tf.Tensor], precision: tf.DType) -> None:
+    """Make each weight a constant, stored in ``precision`` where its layer reads it cast to that type, as a
+    served graph holds its weights (frozen; the export folds the casts).
+
+    Why it matters: oneDNN reorders a constant filter once and keeps it, a variable's at every run; and a
+    step that cast its weights every run would charge low precision a cost serving never pays. Both weigh
+    most at small batches, where a step timed with variables kept float32 what serves faster low
+    (docs/BENCHMARKS.md, "Serving").
+    """
+    for read in weight_reads:
+        shape = read.shape.as_list()
+        for cast in [op for op in read.consumers() if op.type == "Cast" and op.outputs[0].dtype == precision]:
+            _reroute(cast.outputs[0], random_constant(shape, precision))
+        if any(consumer.type != "Cast" or consumer.outputs[0].dtype != precision for consumer in read.consumers()):
+            _reroute(read, random_constant(shape, read.dtype))
+
+
 def _step_graph(copy: RegionCopy, config: PaintConfig, candidate: Candidate, target: MeasuringTarget,
                 substitutes: _Substitutes, kernels: GradientKernels) -> _StepGraph:
     """The graph of one step of ``copy`` painted as ``candidate`` says, its low ops' gradients by ``kernels``,
@@ -119,6 +145,8 @@ def _step_graph(copy: RegionCopy, config: PaintConfig, candidate: Candidate, tar
         rebuilder = rebuild_low_precision(graph, low, {op: d.ports for op, d in decisions.items()}, config.precision,
                                           kernels)
         objectives, sinks = rebuilder.remap(objectives), rebuilder.remap(sinks)
+        if target.frozen_weights:
+            _freeze_weights([read for s, read in zip(copy.substitutes, reads) if not s.is_input], config.precision)
         computed = list(objectives) + [op.outputs[0] for op in sinks if op.outputs]
         updates = []
         if target.training and objectives and trainable:

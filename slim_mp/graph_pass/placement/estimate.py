@@ -17,18 +17,22 @@ from slim_mp.graph_pass.conversions import planned_conversions
 from slim_mp.graph_pass.paint import PaintConfig
 from slim_mp.graph_pass.placement.candidate import Candidate, apply_placement
 from slim_mp.graph_pass.placement.signatures import OpSignature, OpTiming, cast_signature
+from slim_mp.graph_pass.placement.target import MeasuringTarget
 from slim_mp.graph_pass.refine import painted_low_ops
 from slim_mp.graph_pass.region import Region
+from slim_mp.graph_pass.wire_side import variable_behind
 
 
 @dataclasses.dataclass(frozen=True)
 class CastModel:
     """Milliseconds of a cast pair (forward cast and its gradient's) as ``fixed + per_element * n``, and
-    whether the step pays the pair (``training``) or the forward cast alone (inference: half the pair)."""
+    whether the step pays the pair (``training``) or the forward cast alone (inference: half the pair),
+    and whether it pays weights' casts at all (not when ``frozen_weights``: the served graph stores them low)."""
 
     fixed_ms: float
     per_element_ms: float
     training: bool = True
+    frozen_weights: bool = False
 
     def ms(self, elements: int) -> float:
         """Milliseconds of a cast pair of ``elements`` values."""
@@ -39,19 +43,21 @@ class CastModel:
         return self.ms(elements) if self.training else self.ms(elements) / 2
 
 
-def fit_cast_model(timings: Mapping[OpSignature, OpTiming], sizes: Tuple[int, int], training: bool = True
-                   ) -> CastModel:
-    """The line through the two timed cast sizes (never negative), for a training or an inference step."""
+def fit_cast_model(timings: Mapping[OpSignature, OpTiming], sizes: Tuple[int, int],
+                   target: MeasuringTarget = MeasuringTarget()) -> CastModel:
+    """The line through the two timed cast sizes (never negative), for ``target``'s kind of step."""
     small, large = (timings.get(cast_signature(n)) for n in sizes)
-    if small is None or large is None:
-        return CastModel(0.0, 0.0, training)
-    slope = max(0.0, (large.low_ms - small.low_ms) / (sizes[1] - sizes[0]))
-    return CastModel(max(0.0, small.low_ms - slope * sizes[0]), slope, training)
+    fixed_ms, slope = 0.0, 0.0
+    if small is not None and large is not None:
+        slope = max(0.0, (large.low_ms - small.low_ms) / (sizes[1] - sizes[0]))
+        fixed_ms = max(0.0, small.low_ms - slope * sizes[0])
+    return CastModel(fixed_ms, slope, target.training, target.frozen_weights)
 
 
-def step_words(training: bool) -> str:
-    """What an op's timing covers, as the reasons say it: ``forward + backward`` (training) or ``forward``."""
-    return "forward + backward" if training else "forward"
+def step_words(training: bool, frozen_weights: bool = False) -> str:
+    """What a timing covers, as the reasons say it: ``forward + backward`` (training) or ``forward``, and for a
+    served graph's whole steps that they held the weights frozen (``MeasuringTarget.frozen_weights``)."""
+    return "forward + backward" if training else "forward (frozen weights)" if frozen_weights else "forward"
 
 
 class Estimator:
@@ -79,6 +85,10 @@ class Estimator:
         """The same estimate charging ``margin`` instead."""
         return Estimator(self.region, self.config, self.timings, self.casts, margin)
 
+    def _stored_low(self, source: str) -> bool:
+        """Whether the tensor named ``source`` is a weight the served graph stores in low precision (no cast)."""
+        return self.casts.frozen_weights and variable_behind(self.region.graph.get_tensor_by_name(source)) is not None
+
     def __call__(self, candidate: Candidate) -> float:
         return self.painted(candidate)[0]
 
@@ -93,7 +103,7 @@ class Estimator:
             ports = {op: d.ports for op, d in decisions.items()}
             pair_bytes = 4 + self.config.precision.size
             for conversion in planned_conversions(low, ports, self.config.precision):
-                if conversion.kind == "cast" and conversion.bytes_per_step:
+                if conversion.kind == "cast" and conversion.bytes_per_step and not self._stored_low(conversion.source):
                     total += self.casts.step_ms(conversion.bytes_per_step // pair_bytes)
             self._memo[key] = (total, low_names)
         return self._memo[key]

@@ -243,7 +243,7 @@ def _op_timings(config: PaintConfig, signatures: Dict[str, OpSignature], cache: 
     by_signature, measured, cached = timings_for(wanted, cache, options, config.precision, before_rounds)
     noises = [by_signature[s].noise for s in measured if s in by_signature and s.op_type != CAST]
     timings = {name: by_signature[s] for name, s in signatures.items() if s in by_signature}
-    casts = fit_cast_model(by_signature, measuring.cast_sizes, measuring.target.training)
+    casts = fit_cast_model(by_signature, measuring.cast_sizes, measuring.target)
     return OpTimes(timings, casts, len(measured), cached, pooled_noise(noises))
 
 
@@ -310,7 +310,7 @@ def _plan(context: SearchContext, searched: Searched, times: OpTimes, kernel_rea
     return PlacementPlan(
         float32_ops=dict(sorted(chosen.reasons.items())), low_ops=low_ops, tail_low=chosen.tail_low,
         gradient_kernels=kernels, gradient_reasons={name: kernel_reasons[name] for name in sorted(kernels.names())},
-        timed_step=step_words(options.measuring.target.training),
+        timed_step=step_words(options.measuring.target.training, options.measuring.target.frozen_weights),
         estimated_ms=estimate(chosen), static_estimated_ms=estimate(static_candidate()),
         float32_estimated_ms=estimate(context.all_float32),
         measured_signatures=times.measured, cached_signatures=times.cached,

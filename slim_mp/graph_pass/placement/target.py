@@ -27,12 +27,20 @@ class MeasuringTarget:
     placed (``op.device``), else TensorFlow's default. ``session_config``: the session's options; its
     ``graph_options`` (grappler's rewriters) and thread counts apply to the timing sessions (device
     filters and cluster settings do not). ``training``: time forward and backward (the step of a
-    training run) or forward only (evaluation, export).
+    training run) or forward only (evaluation, export). ``frozen_weights``: the graph is served with its
+    weights frozen into constants (an export): a weight's cast to low precision is made once, when the
+    graph is written, so the estimate charges it nothing and the whole steps hold their weights as
+    constants, stored low where their layer reads them low (``candidate_step``).
     """
 
     device: Optional[str] = None
     session_config: Optional[config_pb2.ConfigProto] = None
     training: bool = True
+    frozen_weights: bool = False
+
+    def __post_init__(self) -> None:
+        if self.frozen_weights and self.training:
+            raise ValueError("frozen_weights describes a served graph: it needs training=False")
 
     def placed(self, ops: Iterable[tf.Operation]) -> "MeasuringTarget":
         """This target, its device the one most of ``ops`` are placed on when it names none.
@@ -88,11 +96,11 @@ class MeasuringTarget:
         return tf.compat.v1.Session(graph=graph, config=self.op_timing_config())
 
     def describe(self) -> str:
-        """The cache key's device part: the device model, the local device, the options, training or inference."""
+        """The cache key's device part: the device model, the local device, the options, the kind of step."""
         detected = detect_device()
         kind = self.device_type() or detected.kind
         model = detected.describe() if kind == detected.kind else f"{kind} beside {detected.describe()}"
         config = self.timing_config()
         options = hashlib.sha1(config.SerializeToString(deterministic=True)).hexdigest()[:12] if config else "default"
-        step = "training" if self.training else "inference"
+        step = "training" if self.training else "inference" + (", weights frozen" if self.frozen_weights else "")
         return f"{model} | {self.local_device() or 'default device'} | session {options} | {step}"

@@ -1,5 +1,5 @@
-"""The graphs the measured placement times: random variables standing in for real inputs, and a fetch
-that forces every tensor to be computed.
+"""The graphs the measured placement times: random variables (and, for a served graph's weights, random
+constants) standing in for real inputs, and a fetch that forces every tensor to be computed.
 
 Shared by the per-op micro-benchmarks (``micro_benchmark``) and the whole-step copies of candidate
 placements (``candidate_step``), so both build their timing graphs the same way; the timing itself
@@ -53,6 +53,13 @@ def random_variable(shape: Sequence[int], dtype: tf.DType) -> tf.Tensor:
                             begin=tf.constant([0], tf.int32), size=tf.constant([elements], tf.int32))
     initial = tf.raw_ops.Reshape(tensor=flat, shape=dims)
     return variable_of(initial if dtype == tf.float32 else tf.raw_ops.Cast(x=initial, DstT=dtype))
+
+
+def random_constant(shape: Sequence[int], dtype: tf.DType) -> tf.Tensor:
+    """A constant of ``shape`` and floating ``dtype`` holding small normals (N(0, 0.1²)), one block of
+    ``RANDOM_BLOCK_SIZE`` repeated as ``random_variable`` does: a weight as a frozen graph holds it."""
+    block = np.random.default_rng(1).normal(0.0, 0.1, RANDOM_BLOCK_SIZE).astype(dtype.as_numpy_dtype)
+    return tf.constant(np.resize(block, shape), dtype)
 
 
 def variable_of(initial: tf.Tensor) -> tf.Tensor:

@@ -53,3 +53,15 @@ def test_an_inference_step_pays_the_forward_cast_only_half_of_each_modelled_pair
         assert training_casts >= 1.0, "at least the input's cast pair"
         assert inference(static_candidate()) - ops_ms == pytest.approx(training_casts / 2)
         assert inference.with_margin(0.2)(static_candidate()) == pytest.approx(1.5 * 1.2 + training_casts / 2)
+
+
+def test_a_served_graph_with_frozen_weights_pays_no_weight_casts():
+    graph, loss = conv_chain(2)  # two convolutions, each reading one weight variable
+    config = PaintConfig(tf.bfloat16, default_classes(tf.bfloat16), [], "CPU")
+    timings = {"conv0": OpTiming(1.0, 0.5), "conv1": OpTiming(2.0, 1.0)}
+    with graph.as_default():
+        region = select_region(loss)
+        inference = Estimator(region, config, timings, CastModel(1.0, 0.0, training=False), margin=0.0)
+        served = Estimator(region, config, timings, CastModel(1.0, 0.0, training=False, frozen_weights=True), 0.0)
+        assert inference(static_candidate()) - served(static_candidate()) == pytest.approx(2 * 0.5)
+        assert served(all_float32_candidate(timings)) == inference(all_float32_candidate(timings)) == pytest.approx(3.0)

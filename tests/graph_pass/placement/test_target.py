@@ -1,5 +1,6 @@
 """Where the step will run (``target``): the device, the session options and the cache key."""
 
+import pytest
 import tensorflow as tf
 
 from slim_mp.graph_pass.placement import MeasuringTarget
@@ -19,8 +20,14 @@ def test_the_measuring_target_is_where_the_ops_are_placed_and_keys_the_cache():
     assert (gpu.local_device(), gpu.device_type()) == ("/device:GPU:1", "GPU"), "timing runs in this process"
     assert MeasuringTarget(device="/device:CPU:0").placed([on_gpu.op]).device_type() == "CPU", "explicit wins"
     assert MeasuringTarget().placed(unplaced).local_device() == ""
-    keys = {MeasuringTarget().describe(), gpu.describe(), MeasuringTarget(training=False).describe()}
-    assert len(keys) == 3, "another device, or inference, never reuses a training step's timings"
+    keys = {MeasuringTarget().describe(), gpu.describe(), MeasuringTarget(training=False).describe(),
+            MeasuringTarget(training=False, frozen_weights=True).describe()}
+    assert len(keys) == 4, "another device, inference, or a served graph never reuses another step's timings"
+
+
+def test_frozen_weights_describe_a_served_graph_not_a_training_step():
+    with pytest.raises(ValueError, match="frozen_weights describes a served graph: it needs training=False"):
+        MeasuringTarget(frozen_weights=True)
 
 
 def test_a_cluster_sessions_grappler_options_reach_the_timing_sessions_and_the_key():

@@ -95,6 +95,28 @@ def test_an_inference_target_times_the_forward_step_only():
         assert any(t.endswith("Grad") or "Backprop" in t for t in types) is expect_updates
 
 
+def test_a_frozen_weights_step_holds_its_weights_as_constants_stored_low_as_the_served_graph_does():
+    graph, loss, _ = small_net(dropout=False)
+    copy = copy_of(graph, loss)
+    run = {}
+    for frozen in (False, True):
+        step = build_candidate_step(copy, CONFIG, Candidate(frozenset()),
+                                    MeasuringTarget(training=False, frozen_weights=frozen), warmup=1)
+        assert step.run is not None, "the step runs"
+        step.session.close()
+        weights = {step.substitutes[s.tensor_name].op.name for s in copy.substitutes if not s.is_input}
+        nodes = tf1.graph_util.extract_sub_graph(step.session.graph.as_graph_def(), [step.target.op.name]).node
+        run[frozen] = {
+            "weight reads": [node.name for node in nodes if node.name in weights],
+            "weight casts": [node.name for node in nodes if node.op == "Cast" and node.input[0] in weights],
+            "bfloat16 constants": [node.name for node in nodes if node.op == "Const"
+                                   and node.attr["dtype"].type == tf.bfloat16.as_datatype_enum]}
+    assert len(run[False]["weight reads"]) == len(weights) and run[False]["weight casts"]
+    assert not run[False]["bfloat16 constants"], "an evaluation step reads variables and casts them"
+    assert not run[True]["weight reads"] and not run[True]["weight casts"]
+    assert len(run[True]["bfloat16 constants"]) == len(run[False]["weight casts"]), "each low weight stored low"
+
+
 def test_timed_steps_are_cached(tmp_path):
     steps = FakeSteps(lambda candidate: 9.0 - len(candidate.float32_ops))
     first = measured_rewrite(conv_chain(3)[1], tmp_path, FakeMeasure(CLOSE_CALL), measure_steps=steps)
