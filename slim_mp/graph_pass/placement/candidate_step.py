@@ -3,7 +3,9 @@
 The candidate is applied to its own copy of the region (``region_copy``) with the pass's own
 ``paint`` / ``refine`` / ``rebuild``; the gradient of the objectives (the loss) with respect to
 the trainable variables' substitutes is taken as TF1 optimizers take it (gated per op), and a
-momentum update with rate 0 consumes it. Building a ResNet-50 step takes seconds, so a built
+momentum update with rate 0 consumes it. An inference step has neither; a served graph's
+(``MeasuringTarget.frozen_weights``) holds its weights as constants, as the export freezes them
+(``_freeze_weights``). Building a ResNet-50 step takes seconds, so a built
 step stays open in its ``StepPool`` until the decision is made: the check times again the steps
 the search already built.
 
