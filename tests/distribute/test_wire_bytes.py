@@ -79,10 +79,11 @@ def test_every_traced_step_counts_every_tensor_that_crossed(cluster):
 
 @pytest.mark.executed_ops
 def test_a_trace_that_missed_what_a_task_received_is_refused(cluster):
-    graph, train, initialize, feeds = _train_graph(*cluster[:1], cast_weight_on_ps=False)
+    layout, target = cluster
+    graph, train, initialize, feeds = _train_graph(layout, cast_weight_on_ps=False)
     options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE, output_partition_graphs=True)
     run_metadata = tf1.RunMetadata()
-    with tf1.Session(cluster[1], graph=graph) as session:
+    with tf1.Session(target, graph=graph) as session:
         session.run(initialize)
         session.run(train, feeds, options=options, run_metadata=run_metadata)
     for device_stats in run_metadata.step_stats.dev_stats:
