@@ -20,8 +20,7 @@ measured placement's ``FLOAT32`` kernel), and what comes after a gradient (loss 
 own ops by the gradient's device).
 """
 
-import contextlib
-from typing import Callable, Iterable, Iterator, Optional, Tuple
+from typing import Iterable, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as framework_ops
@@ -67,34 +66,21 @@ def remote_variable_device(tensor: tf.Tensor, reader_device: str) -> str:
     return device if on_another_task(device, reader_device) else ""
 
 
-@contextlib.contextmanager
-def on_device(graph: tf.Graph, device: str) -> Iterator[None]:
-    """Create ops on ``device`` (merged over the enclosing device functions), outside any colocation."""
-    with graph.colocate_with(None, ignore_existing=True), graph.device(device):
-        yield
-
-
-def gradient_on(standard: Callable, device: str) -> Callable:
-    """``standard`` (an op's gradient function), creating its ops on ``device``."""
-    def gradient(op: tf.Operation, *output_gradients):
-        with on_device(op.graph, device):
-            return standard(op, *output_gradients)
-    return gradient
-
-
-def keep_gradient_beside(op: tf.Operation, device: str) -> bool:
-    """Give ``op`` a gradient function that makes TensorFlow's own gradient of it on ``device``.
-
-    Returns False (``op`` unchanged) when ``op`` has no gradient function.
-    """
+def keep_gradient_beside(op: tf.Operation, device: str) -> None:
+    """Give ``op`` a gradient function that makes TensorFlow's own gradient of it on ``device`` (merged over
+    the enclosing device functions, outside any colocation); an op without a gradient function is left as is."""
     try:
         standard = framework_ops.get_gradient_function(op)
     except LookupError:
-        return False
+        return
     if standard is None:
-        return False
-    op._gradient_function = gradient_on(standard, device)
-    return True
+        return
+
+    def gradient(forward: tf.Operation, *output_gradients):
+        with forward.graph.colocate_with(None, ignore_existing=True), forward.graph.device(device):
+            return standard(forward, *output_gradients)
+
+    op._gradient_function = gradient
 
 
 def _colocated_variable_device(op: tf.Operation) -> str:
