@@ -207,18 +207,27 @@ def wait_for_parameter_servers(ps_hosts: Sequence[str], poll_secs: float = PS_PO
     resolve yet (a Kubernetes service created with its pod) is waited for too.
     """
     for task, address in enumerate(ps_hosts):
-        host, _, port = address.rpartition(":")
         announced = False
         while True:
-            try:
-                with socket.create_connection((host.strip("[]"), int(port)), timeout=poll_secs):
-                    break
-            except OSError as error:
-                if not announced:
-                    logging.warning("waiting for ps task %d (%s) to answer (%s); training starts when it does",
-                                    task, address, error.strerror or error)
-                    announced = True
-                time.sleep(poll_secs)
+            error = connection_refusal(address, poll_secs)
+            if error is None:
+                break
+            if not announced:
+                logging.warning("waiting for ps task %d (%s) to answer (%s); training starts when it does",
+                                task, address, error.strerror or error)
+                announced = True
+            time.sleep(poll_secs)
+
+
+def connection_refusal(address: str, timeout: float) -> Optional[OSError]:
+    """None when ``address`` (``host:port``, an IPv6 host in brackets) accepts a connection within ``timeout``
+    seconds; else why not."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as error:
+        return error
 
 
 def open_port_warning(job: str, task: int, address: str) -> str:

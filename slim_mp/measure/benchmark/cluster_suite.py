@@ -24,7 +24,6 @@ loopback.
 import collections
 import contextlib
 import dataclasses
-import socket
 import statistics
 import time
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -35,6 +34,7 @@ from absl import logging
 from slim_mp.config_fields import ArgumentError, argument
 from slim_mp.devices import DeviceInfo, precision_support
 from slim_mp.distribute import ClusterLayout, make_cluster_layout, session_target, traced_wire_traffic
+from slim_mp.distribute.cluster import connection_refusal
 from slim_mp.distribute.local_cluster import LOOPBACK, LocalCluster
 from slim_mp.graph_pass import PlacementFiles, PlacementOptions
 from slim_mp.measure.benchmark import benchmark_step
@@ -99,14 +99,8 @@ def _container(model: str, label: str) -> str:
 
 def _wait_for_parameter_server(cluster: LocalCluster, lines: Sequence[str]) -> None:
     """Return once the parameter server answers; RuntimeError with its last lines if it exits or never answers."""
-    host, _, port = cluster.ps_hosts[0].rpartition(":")
     deadline = time.monotonic() + PS_START_SECONDS
-    while True:
-        try:
-            with socket.create_connection((host, int(port)), timeout=1.0):
-                return
-        except OSError:
-            pass
+    while connection_refusal(cluster.ps_hosts[0], timeout=1.0) is not None:
         code = cluster.exit_code("ps", 0)
         if code is not None or time.monotonic() > deadline:
             how = f"exited with status {code}" if code is not None else f"did not answer within {PS_START_SECONDS:g} s"
