@@ -69,7 +69,9 @@ def test_a_lost_parameter_server_stops_the_workers_promptly_and_a_restart_resume
     assert sorted(int(match.group(1)) for match in errors) == [0, 1]
     assert {match.group(2) for match in errors} == {cluster.ps_hosts[0]}
     chief_error = next(match for match in errors if match.group(1) == "0")
-    saved = int(chief_error.group(4))
+    # The chief names the checkpoint it resumes from, unless the ps died before its first save (save interval 1 s):
+    # then it names none and starts afresh.
+    saved = int(chief_error.group(4)) if chief_error.group(4) is not None else 0
     assert exit_code == 0, run.text()
     resumed = [LINE.match(line) for line in run.lines[before_restart:]]
     chief_steps = [int(match.group(2)) for match in resumed if match and match.group(1) == "0"]
