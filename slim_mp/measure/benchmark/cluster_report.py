@@ -19,7 +19,7 @@ from slim_mp.measure.benchmark import cluster_scaling
 from slim_mp.measure.benchmark.batch_budget import MIB
 from slim_mp.measure.benchmark.benchmark_report import fusion_cells, write_report_files
 from slim_mp.measure.benchmark.cluster_suite import CLUSTER, PROCESS, cluster_label
-from slim_mp.measure.benchmark.suite_results import BASELINE, ClusterResult, ClusterRun
+from slim_mp.measure.benchmark.suite_results import BASELINE, ClusterResult, ClusterRun, Variant
 
 STEP_HEADER = ("model", "layout", "config", "precision", "ms/step (median)", "images/s", "speed-up vs fp32",
                "MiB sent / received per step", "MiB across the wire per step")
@@ -59,46 +59,41 @@ def _step_cells(result: ClusterResult) -> tuple:
             f"{result.speedup_vs_float32:.2f}x", split, _mib(result.wire_bytes))
 
 
-def wire_loads(run: ClusterRun) -> List[Tuple[ClusterResult, cluster_scaling.WireLoad]]:
-    """Per measured cluster step: the result and its wire load (the one-process step of the same variant as compute)."""
+def _measured_pairs(run: ClusterRun) -> List[Tuple[ClusterResult, ClusterResult]]:
+    """Each measured cluster result with its measured one-process twin (same model and variant), in run order."""
     results = _by_label(run)
-    loads = []
+    pairs = []
     for result in run.results:
         alone = results.get((result.model, cluster_label(result.variant, PROCESS)))
         if result.layout == CLUSTER and not result.unavailable and alone and not alone.unavailable:
-            loads.append((result, cluster_scaling.WireLoad(alone.median_seconds, result.sent_bytes,
-                                                           result.received_bytes)))
-    return loads
+            pairs.append((result, alone))
+    return pairs
+
+
+def wire_loads(run: ClusterRun) -> List[Tuple[ClusterResult, cluster_scaling.WireLoad]]:
+    """Per measured cluster step: the result and its wire load (the one-process step of the same variant as compute)."""
+    return [(result, cluster_scaling.WireLoad(alone.median_seconds, result.sent_bytes, result.received_bytes))
+            for result, alone in _measured_pairs(run)]
 
 
 def _kept_rows(run: ClusterRun) -> List[tuple]:
     results = _by_label(run)
     rows = []
-    for model in dict.fromkeys(result.model for result in run.results):
-        base = results.get((model, f"ps_{BASELINE}"))
-        for result in run.results:
-            if result.model != model or result.layout != PROCESS or result.variant.config == BASELINE:
-                continue
-            cluster = results.get((model, cluster_label(result.variant, CLUSTER)))
-            if result.unavailable or not cluster or cluster.unavailable or not base or base.unavailable:
-                continue
-            rows.append((model, result.variant.precision, f"{result.speedup_vs_float32:.2f}x",
-                         f"{cluster.speedup_vs_float32:.2f}x",
-                         f"{cluster.speedup_vs_float32 / result.speedup_vs_float32:.2f}",
-                         _mib(base.wire_bytes), _mib(cluster.wire_bytes),
-                         f"{cluster.wire_bytes / base.wire_bytes:.2f}" if base.wire_bytes else "-"))
+    for cluster, alone in _measured_pairs(run):
+        base = results.get((cluster.model, cluster_label(Variant(BASELINE, BASELINE), CLUSTER)))
+        if alone.variant.config == BASELINE or not base or base.unavailable:
+            continue
+        rows.append((cluster.model, alone.variant.precision, f"{alone.speedup_vs_float32:.2f}x",
+                     f"{cluster.speedup_vs_float32:.2f}x",
+                     f"{cluster.speedup_vs_float32 / alone.speedup_vs_float32:.2f}",
+                     _mib(base.wire_bytes), _mib(cluster.wire_bytes),
+                     f"{cluster.wire_bytes / base.wire_bytes:.2f}" if base.wire_bytes else "-"))
     return rows
 
 
 def _fusion_rows(run: ClusterRun) -> List[tuple]:
-    results = _by_label(run)
-    rows = []
-    for result in run.results:
-        alone = results.get((result.model, cluster_label(result.variant, PROCESS)))
-        if result.layout == CLUSTER and not result.unavailable and alone and not alone.unavailable:
-            rows.append((result.model, result.variant.label, fusion_cells(alone.fusions, ())[0],
-                         *fusion_cells(result.fusions, alone.fusions)))
-    return rows
+    return [(result.model, result.variant.label, fusion_cells(alone.fusions, ())[0],
+             *fusion_cells(result.fusions, alone.fusions)) for result, alone in _measured_pairs(run)]
 
 
 def scaling_lines(run: ClusterRun) -> List[str]:
