@@ -84,8 +84,8 @@ class PrecisionOptions:
 
         ``target``: where the step runs; ``MeasuringTarget(training=False)`` for evaluation (and with
         ``frozen_weights=True`` for export), whose placement times forward steps only, never reusing a
-        training step's timings. ``files``: the run's
-        decisions file and how it is shared (training: ``train_dir``'s, written by the chief).
+        training step's timings. ``files``: the run's decisions file and how it is shared (training:
+        ``train_dir``'s, written by the chief).
         ``serving_batch_sizes``: the batches an inference graph of unknown batch (an export's) is timed at.
         """
         placement_options = PlacementOptions(files, PlacementMeasuring(target=target,
